@@ -1,0 +1,87 @@
+//! Densified one-permutation MinHash (Shrivastava & Li 2014; optimal densification,
+//! Shrivastava 2017) for sparse binary inputs.
+//!
+//! The input is read as the set of its nonzero coordinates. One random permutation maps the
+//! coordinates onto `K * L` equal-width bins; a bin's sub-hash is the smallest permuted offset
+//! that falls in it, and empty bins borrow through the densification sequence. For two sets
+//! with Jaccard similarity `J`, each sub-hash collides with probability `J`.
+
+use rand::SeedableRng;
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::seq::SliceRandom;
+
+use super::{CodeBuffer, Combiner, EMPTY, HashFamily, LshParams, check_dim, densify, mix64};
+use crate::error::{Result, invalid};
+use crate::vector::Vector;
+
+/// Densified one-permutation MinHash. Build with [`DophMinHash::new`].
+#[derive(Debug, Clone)]
+pub struct DophMinHash {
+    dim: usize,
+    params: LshParams,
+    bits: u32,
+    /// Width of each bin in permuted coordinates, `ceil(dim / (K * L))`.
+    width: u32,
+    permutation: Vec<u32>,
+    combiner: Combiner,
+    salt: u64,
+}
+
+impl DophMinHash {
+    /// Draws the permutation for `dim`-dimensional inputs from `seed`. `bits` (1..=16) is how
+    /// many low bits of each bin's minimum enter an exactly concatenated bucket code.
+    pub fn new(dim: usize, params: LshParams, bits: u32, seed: u64) -> Result<Self> {
+        params.validate()?;
+        check_dim(dim)?;
+        if !(1..=16).contains(&bits) {
+            return Err(invalid("bits", bits, "must be between 1 and 16"));
+        }
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(seed ^ 0x004d_494e_4841_5348));
+        let mut permutation: Vec<u32> = (0..dim as u32).collect();
+        permutation.shuffle(&mut rng);
+        Ok(DophMinHash {
+            dim,
+            params,
+            bits,
+            width: dim.div_ceil(params.num_hashes()) as u32,
+            permutation,
+            combiner: Combiner::new(params, bits, seed),
+            salt: mix64(seed ^ 0x646f_7068_2064_656e),
+        })
+    }
+}
+
+impl HashFamily for DophMinHash {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn params(&self) -> LshParams {
+        self.params
+    }
+
+    fn bits_per_code(&self) -> u32 {
+        self.bits
+    }
+
+    fn raw_hashes<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
+        x.validate(self.dim)?;
+        let num_bins = self.params.num_hashes();
+        buf.aux.clear();
+        buf.aux.resize(num_bins, EMPTY);
+        let minimum = &mut buf.aux[..];
+        x.for_each_nonzero(|d, _| {
+            let p = self.permutation[d];
+            let (bin, offset) = ((p / self.width) as usize, p % self.width);
+            minimum[bin] = minimum[bin].min(offset);
+        });
+        buf.raw.resize(num_bins, 0);
+        densify(&buf.aux, &mut buf.raw, self.salt);
+        Ok(&buf.raw)
+    }
+
+    fn hash<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
+        self.raw_hashes(x, buf)?;
+        Ok(self.combiner.combine(buf))
+    }
+}

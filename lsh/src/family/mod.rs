@@ -1,0 +1,325 @@
+//! Hash families: each maps a vector to `L` bucket codes, one per table, each made of `K`
+//! sub-hashes.
+//!
+//! Every family first computes `K * L` *raw sub-hashes* (a sign bit for SimHash, the winner's
+//! position in a bin for WTA/DWTA, the minimum offset in a bin for MinHash) and then combines
+//! each table's `K` sub-hashes into one bucket code below `2^range_pow`:
+//!
+//! * when `K * bits_per_code <= range_pow` the code is the exact concatenation of the `K`
+//!   sub-hashes, each reduced to its low `bits_per_code` bits (as the reference SLIDE code does);
+//! * otherwise the `K` full sub-hashes are mixed by a seeded 64-bit hash and the top
+//!   `range_pow` bits are kept ("folding"). Two vectors whose `K` sub-hashes agree always land in
+//!   the same bucket; others collide by chance with probability `2^-range_pow`. This keeps
+//!   the paper's `K = 8` DWTA setting (24 bits) usable with `2^18` buckets per table.
+
+mod minhash;
+mod simhash;
+mod wta;
+
+pub use minhash::DophMinHash;
+pub use simhash::{Projection, SimHash};
+pub use wta::{Wta, WtaMode};
+
+use crate::error::{Result, invalid};
+use crate::vector::Vector;
+
+/// Largest supported `range_pow`: codes are `u32` and tables allocate `2^range_pow` buckets.
+pub const MAX_RANGE_POW: u32 = 30;
+/// Largest supported `L`: per-id hit counts are kept in `u16` with one value reserved.
+pub const MAX_TABLES: usize = u16::MAX as usize - 1;
+
+/// The shape shared by every family: `K` sub-hashes per table, `L` tables, and
+/// `2^range_pow` buckets per table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LshParams {
+    /// Sub-hashes concatenated into one bucket code (`K`).
+    pub k: usize,
+    /// Number of tables (`L`).
+    pub l: usize,
+    /// Bucket codes are below `2^range_pow`.
+    pub range_pow: u32,
+}
+
+impl LshParams {
+    /// Checks the ranges: `K >= 1`, `1 <= L <= MAX_TABLES`, `1 <= range_pow <= MAX_RANGE_POW`
+    /// and `K * L` below `2^24` (the number of sub-hashes computed per vector).
+    pub fn validate(&self) -> Result<()> {
+        if self.k == 0 {
+            return Err(invalid("k", self.k, "must be at least 1"));
+        }
+        if self.l == 0 || self.l > MAX_TABLES {
+            return Err(invalid("l", self.l, "must be between 1 and 65534"));
+        }
+        if self.range_pow == 0 || self.range_pow > MAX_RANGE_POW {
+            return Err(invalid(
+                "range_pow",
+                self.range_pow,
+                "must be between 1 and 30",
+            ));
+        }
+        if self.k.saturating_mul(self.l) >= 1 << 24 {
+            return Err(invalid("k * l", self.k * self.l, "must be below 2^24"));
+        }
+        Ok(())
+    }
+
+    /// Number of raw sub-hashes per vector, `K * L`.
+    pub fn num_hashes(&self) -> usize {
+        self.k * self.l
+    }
+}
+
+/// Reusable per-thread scratch for hashing, plus the results of the last call.
+///
+/// Sized on first use; afterwards hashing with the same family allocates nothing.
+#[derive(Debug, Clone, Default)]
+pub struct CodeBuffer {
+    pub(crate) raw: Vec<u32>,
+    pub(crate) codes: Vec<u32>,
+    pub(crate) acc: Vec<f32>,
+    pub(crate) aux: Vec<u32>,
+}
+
+impl CodeBuffer {
+    /// An empty buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The `L` bucket codes of the last [`HashFamily::hash`] call.
+    pub fn codes(&self) -> &[u32] {
+        &self.codes
+    }
+
+    /// The `K * L` raw sub-hashes of the last call, table-major (`raw[t * K + j]`).
+    pub fn raw(&self) -> &[u32] {
+        &self.raw
+    }
+}
+
+/// A locality-sensitive hash family over vectors of a fixed dimension.
+///
+/// Implementations are immutable after construction and `Sync`, so one family serves every
+/// thread; each thread brings its own [`CodeBuffer`].
+pub trait HashFamily: Send + Sync {
+    /// Input dimension.
+    fn dim(&self) -> usize;
+    /// `K`, `L` and `range_pow`.
+    fn params(&self) -> LshParams;
+    /// Bits each raw sub-hash contributes to an exactly concatenated bucket code.
+    fn bits_per_code(&self) -> u32;
+    /// Computes the `K * L` raw sub-hashes of `x` into `buf` and returns them.
+    fn raw_hashes<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]>;
+    /// Computes the `L` bucket codes of `x` (each below `2^range_pow`) and returns them.
+    fn hash<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]>;
+}
+
+/// Which family to build, with its family-specific settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FamilyKind {
+    /// Signed random projections.
+    SimHash(Projection),
+    /// Winner-take-all over random bins of `bin_size` coordinates.
+    Wta {
+        /// Coordinates competing in one bin (a power of two, 2..=65536).
+        bin_size: usize,
+    },
+    /// Densified winner-take-all: empty bins of sparse inputs borrow another bin's winner.
+    Dwta {
+        /// Coordinates competing in one bin (a power of two, 2..=65536).
+        bin_size: usize,
+    },
+    /// Densified one-permutation MinHash over the set of nonzero coordinates.
+    MinHash {
+        /// Bits of each bin's minimum kept in an exactly concatenated bucket code (1..=16).
+        bits: u32,
+    },
+}
+
+/// Any of the crate's families behind one type, so a layer can hold "some LSH family"
+/// chosen from a config without generics or trait objects.
+#[derive(Debug, Clone)]
+pub enum LshFamily {
+    /// See [`SimHash`].
+    SimHash(SimHash),
+    /// See [`Wta`] (both WTA and DWTA).
+    Wta(Wta),
+    /// See [`DophMinHash`].
+    MinHash(DophMinHash),
+}
+
+impl LshFamily {
+    /// Builds the family `kind` for `dim`-dimensional inputs; the same seed gives the same
+    /// family.
+    pub fn new(kind: FamilyKind, dim: usize, params: LshParams, seed: u64) -> Result<Self> {
+        Ok(match kind {
+            FamilyKind::SimHash(projection) => {
+                LshFamily::SimHash(SimHash::new(dim, params, projection, seed)?)
+            }
+            FamilyKind::Wta { bin_size } => {
+                LshFamily::Wta(Wta::new(dim, params, bin_size, WtaMode::Plain, seed)?)
+            }
+            FamilyKind::Dwta { bin_size } => {
+                LshFamily::Wta(Wta::new(dim, params, bin_size, WtaMode::Densified, seed)?)
+            }
+            FamilyKind::MinHash { bits } => {
+                LshFamily::MinHash(DophMinHash::new(dim, params, bits, seed)?)
+            }
+        })
+    }
+
+    fn inner(&self) -> &dyn HashFamily {
+        match self {
+            LshFamily::SimHash(f) => f,
+            LshFamily::Wta(f) => f,
+            LshFamily::MinHash(f) => f,
+        }
+    }
+}
+
+impl HashFamily for LshFamily {
+    fn dim(&self) -> usize {
+        self.inner().dim()
+    }
+    fn params(&self) -> LshParams {
+        self.inner().params()
+    }
+    fn bits_per_code(&self) -> u32 {
+        self.inner().bits_per_code()
+    }
+    fn raw_hashes<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
+        self.inner().raw_hashes(x, buf)
+    }
+    fn hash<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
+        self.inner().hash(x, buf)
+    }
+}
+
+/// Turns `K * L` raw sub-hashes into `L` bucket codes (see the module documentation).
+#[derive(Debug, Clone)]
+pub(crate) struct Combiner {
+    params: LshParams,
+    bits: u32,
+    exact: bool,
+    salt: u64,
+}
+
+impl Combiner {
+    pub(crate) fn new(params: LshParams, bits: u32, seed: u64) -> Self {
+        let exact = (params.k as u64) * u64::from(bits) <= u64::from(params.range_pow);
+        Combiner {
+            params,
+            bits,
+            exact,
+            salt: mix64(seed ^ 0x636f_6d62_696e_6572),
+        }
+    }
+
+    /// Reads `buf.raw`, writes `buf.codes`.
+    pub(crate) fn combine<'b>(&self, buf: &'b mut CodeBuffer) -> &'b [u32] {
+        let LshParams { k, l, range_pow } = self.params;
+        buf.codes.resize(l, 0);
+        let raw = &buf.raw[..k * l];
+        for (code, subs) in buf.codes.iter_mut().zip(raw.chunks_exact(k)) {
+            *code = if self.exact {
+                let mask = (1u32 << self.bits) - 1;
+                subs.iter()
+                    .enumerate()
+                    .fold(0, |acc, (j, &s)| acc | (s & mask) << (j as u32 * self.bits))
+            } else {
+                let h = subs.iter().fold(self.salt, |h, &s| mix64(h ^ u64::from(s)));
+                (h >> (64 - range_pow)) as u32
+            };
+        }
+        // Tables differ in their sub-hashes, so equal raw values in two tables are unrelated;
+        // folding with one salt for all tables is therefore enough.
+        &buf.codes
+    }
+}
+
+/// Marks a bin that no nonzero coordinate reached.
+pub(crate) const EMPTY: u32 = u32::MAX;
+
+/// Optimal densification (Shrivastava, ICML 2017): every empty bin `i` probes bins
+/// `h(i, 1), h(i, 2), ...` of a seeded hash sequence shared by all vectors, and copies the
+/// first non-empty bin's value. Two vectors therefore agree on a densified bin exactly when
+/// they agree on the bin it borrowed from, which keeps the collision probability of the
+/// underlying scheme. After `8 * H` failed probes (probability below `e^-8` even with a single
+/// non-empty bin) the next non-empty bin in index order is taken, which is just as
+/// deterministic. If every bin is empty (the zero vector) all values become 0.
+pub(crate) fn densify(original: &[u32], out: &mut [u32], salt: u64) {
+    let h = original.len();
+    debug_assert_eq!(h, out.len());
+    if original.iter().all(|&v| v == EMPTY) {
+        out.fill(0);
+        return;
+    }
+    let max_probes = 8 * h as u64;
+    for (i, slot) in out.iter_mut().enumerate() {
+        if original[i] != EMPTY {
+            *slot = original[i];
+            continue;
+        }
+        let mut value = EMPTY;
+        for probe in 1..=max_probes {
+            let j = reduce(mix64(salt ^ ((i as u64) << 32 | probe)), h);
+            if original[j] != EMPTY {
+                value = original[j];
+                break;
+            }
+        }
+        if value == EMPTY {
+            value = (1..h)
+                .map(|step| original[(i + step) % h])
+                .find(|&v| v != EMPTY)
+                .unwrap_or(0);
+        }
+        *slot = value;
+    }
+}
+
+/// SplitMix64's finaliser: a fast, well-mixing bijection on `u64`.
+#[inline]
+pub(crate) fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Maps a uniform `u64` to `0..n` without division (Lemire's multiply-high).
+#[inline]
+pub(crate) fn reduce(x: u64, n: usize) -> usize {
+    ((u128::from(x) * n as u128) >> 64) as usize
+}
+
+/// Builds an input-major incidence list: for each coordinate `d`, the entries that read it.
+/// `pairs` holds `(coordinate, entry)`; the result is CSR offsets (`dim + 1`) and entries,
+/// each coordinate's entries in the order they were given.
+pub(crate) fn by_coordinate<T: Copy + Default>(
+    dim: usize,
+    pairs: &[(u32, T)],
+) -> (Vec<u32>, Vec<T>) {
+    let mut offsets = vec![0u32; dim + 1];
+    for &(d, _) in pairs {
+        offsets[d as usize + 1] += 1;
+    }
+    for d in 0..dim {
+        offsets[d + 1] += offsets[d];
+    }
+    let mut cursor = offsets.clone();
+    let mut entries = vec![T::default(); pairs.len()];
+    for &(d, entry) in pairs {
+        let at = &mut cursor[d as usize];
+        entries[*at as usize] = entry;
+        *at += 1;
+    }
+    (offsets, entries)
+}
+
+/// Common argument checks for a family's constructor.
+pub(crate) fn check_dim(dim: usize) -> Result<()> {
+    if dim == 0 || dim > u32::MAX as usize {
+        return Err(invalid("dim", dim, "must be between 1 and 2^32 - 1"));
+    }
+    Ok(())
+}

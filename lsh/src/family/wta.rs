@@ -1,0 +1,186 @@
+//! Winner-take-all hashing (Yagnik et al. 2011) and its densified variant for sparse inputs
+//! (Chen & Shrivastava 2018, used by SLIDE).
+//!
+//! Each of the `K * L` sub-hashes looks at one *bin*: a set of coordinates taken from random
+//! permutations of the input. The sub-hash is the position, within the bin, of the largest
+//! value. Only nonzero coordinates compete, so the dense and sparse representations of a
+//! vector hash alike, and a bin with no nonzero coordinate is *empty*:
+//!
+//! * plain WTA gives an empty bin the code 0, so sparse vectors collide spuriously;
+//! * densified WTA (DWTA) lets an empty bin borrow the code of a non-empty one through a
+//!   seeded probe sequence (optimal densification), so even a vector with a handful of
+//!   nonzeros in a huge dimension gets informative codes.
+//!
+//! Bins hold `bin_size` coordinates, or more when `K * L * bin_size` is smaller than the
+//! input dimension: every coordinate belongs to at least one bin, which is what guarantees a
+//! nonzero vector at least one non-empty bin. With larger bins the position is reduced to its
+//! low `log2(bin_size)` bits when codes are concatenated.
+
+use rand::SeedableRng;
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::seq::SliceRandom;
+
+use super::{
+    CodeBuffer, Combiner, EMPTY, HashFamily, LshParams, by_coordinate, check_dim, densify, mix64,
+};
+use crate::error::{Result, invalid};
+use crate::vector::Vector;
+
+/// Whether empty bins are densified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WtaMode {
+    /// Classic WTA: an empty bin's code is 0.
+    Plain,
+    /// DWTA: an empty bin borrows a non-empty bin's code.
+    Densified,
+}
+
+/// WTA or DWTA hashing. Build with [`Wta::new`].
+#[derive(Debug, Clone)]
+pub struct Wta {
+    dim: usize,
+    params: LshParams,
+    mode: WtaMode,
+    bin_size: usize,
+    bin_len: usize,
+    bits: u32,
+    combiner: Combiner,
+    salt: u64,
+    /// CSR by coordinate: the `(bin, position)` slots each coordinate occupies.
+    offsets: Vec<u32>,
+    slots: Vec<Slot>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    bin: u32,
+    position: u32,
+}
+
+impl Wta {
+    /// Draws the bins for `dim`-dimensional inputs from `seed`. `bin_size` must be a power of
+    /// two between 2 and 65,536 (SLIDE uses 8).
+    pub fn new(
+        dim: usize,
+        params: LshParams,
+        bin_size: usize,
+        mode: WtaMode,
+        seed: u64,
+    ) -> Result<Self> {
+        params.validate()?;
+        check_dim(dim)?;
+        if !(2..=1 << 16).contains(&bin_size) || !bin_size.is_power_of_two() {
+            return Err(invalid(
+                "bin_size",
+                bin_size,
+                "must be a power of two in 2..=65536",
+            ));
+        }
+        let num_bins = params.num_hashes();
+        let bin_len = bin_size.max(dim.div_ceil(num_bins));
+        let total = num_bins as u64 * bin_len as u64;
+        if total >= u64::from(u32::MAX) {
+            return Err(invalid(
+                "bin_size",
+                bin_size,
+                "K * L * bin_size must stay below 2^32",
+            ));
+        }
+        let total = total as usize;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(seed ^ 0x5754_4120_6269_6e73));
+        let mut permutation: Vec<u32> = (0..dim as u32).collect();
+        let mut pairs = Vec::with_capacity(total);
+        // Concatenated permutations, cut into consecutive bins of `bin_len` slots. Since
+        // `total >= dim`, the first permutation is used whole: every coordinate is in a bin.
+        while pairs.len() < total {
+            permutation.shuffle(&mut rng);
+            for &d in permutation.iter().take(total - pairs.len()) {
+                let s = pairs.len();
+                let slot = Slot {
+                    bin: (s / bin_len) as u32,
+                    position: (s % bin_len) as u32,
+                };
+                pairs.push((d, slot));
+            }
+        }
+        let (offsets, slots) = by_coordinate(dim, &pairs);
+        let bits = bin_size.trailing_zeros();
+        Ok(Wta {
+            dim,
+            params,
+            mode,
+            bin_size,
+            bin_len,
+            bits,
+            combiner: Combiner::new(params, bits, seed),
+            salt: mix64(seed ^ 0x6477_7461_2064_656e),
+            offsets,
+            slots,
+        })
+    }
+
+    /// Whether this is WTA or DWTA.
+    pub fn mode(&self) -> WtaMode {
+        self.mode
+    }
+
+    /// Requested bin size.
+    pub fn bin_size(&self) -> usize {
+        self.bin_size
+    }
+
+    /// Coordinates actually in each bin (larger than `bin_size` for very wide inputs).
+    pub fn bin_len(&self) -> usize {
+        self.bin_len
+    }
+}
+
+impl HashFamily for Wta {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn params(&self) -> LshParams {
+        self.params
+    }
+
+    fn bits_per_code(&self) -> u32 {
+        self.bits
+    }
+
+    fn raw_hashes<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
+        x.validate(self.dim)?;
+        let num_bins = self.params.num_hashes();
+        buf.acc.clear();
+        buf.acc.resize(num_bins, f32::NEG_INFINITY);
+        buf.aux.clear();
+        buf.aux.resize(num_bins, EMPTY);
+        let (best, winner) = (&mut buf.acc[..], &mut buf.aux[..]);
+        x.for_each_nonzero(|d, v| {
+            for slot in &self.slots[self.offsets[d] as usize..self.offsets[d + 1] as usize] {
+                let b = slot.bin as usize;
+                // Ties go to the lower position, so the result is independent of the order in
+                // which nonzeros arrive.
+                if v > best[b] || (v == best[b] && slot.position < winner[b]) {
+                    best[b] = v;
+                    winner[b] = slot.position;
+                }
+            }
+        });
+        buf.raw.resize(num_bins, 0);
+        match self.mode {
+            WtaMode::Plain => {
+                for (r, &w) in buf.raw.iter_mut().zip(buf.aux.iter()) {
+                    *r = if w == EMPTY { 0 } else { w };
+                }
+            }
+            WtaMode::Densified => densify(&buf.aux, &mut buf.raw, self.salt),
+        }
+        Ok(&buf.raw)
+    }
+
+    fn hash<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
+        self.raw_hashes(x, buf)?;
+        Ok(self.combiner.combine(buf))
+    }
+}

@@ -1,0 +1,281 @@
+//! Querying the tables: candidate retrieval with hit counts, and the sampling strategies
+//! that turn candidates into an active set.
+
+use rand::{Rng, RngExt};
+
+use crate::error::{Result, invalid};
+use crate::tables::HashTables;
+
+/// How candidates become the active set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// The union of the query's `L` buckets. With a budget, tables are visited from a random
+    /// starting table and retrieval stops once the budget is reached (SLIDE's "vanilla"
+    /// sampling, the cheapest).
+    Vanilla,
+    /// The `k` candidates found in the most tables (ties: the first retrieved).
+    TopK {
+        /// How many to keep.
+        k: usize,
+    },
+    /// Candidates found in at least `min_hits` of the `L` tables. With a budget, the budget's
+    /// worth with the most hits.
+    Threshold {
+        /// Tables a candidate must be found in.
+        min_hits: u16,
+    },
+}
+
+/// A sampling strategy with its limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sampling {
+    /// The rule that selects among candidates.
+    pub strategy: Strategy,
+    /// Most ids the strategy selects (forced ids and random fill come on top). Ignored by
+    /// [`Strategy::TopK`], whose `k` is its budget.
+    pub budget: Option<usize>,
+    /// If fewer ids than this are selected (forced ids included), uniformly random other ids
+    /// are added until there are this many (or every id is active).
+    pub min_active: usize,
+}
+
+impl Sampling {
+    /// Union of buckets, no limits.
+    pub fn vanilla() -> Self {
+        Sampling {
+            strategy: Strategy::Vanilla,
+            budget: None,
+            min_active: 0,
+        }
+    }
+
+    /// The `k` most frequent candidates.
+    pub fn top_k(k: usize) -> Self {
+        Sampling {
+            strategy: Strategy::TopK { k },
+            budget: None,
+            min_active: 0,
+        }
+    }
+
+    /// Candidates found in at least `min_hits` tables.
+    pub fn threshold(min_hits: u16) -> Self {
+        Sampling {
+            strategy: Strategy::Threshold { min_hits },
+            budget: None,
+            min_active: 0,
+        }
+    }
+
+    /// The same strategy with a budget.
+    pub fn with_budget(self, budget: usize) -> Self {
+        Sampling {
+            budget: Some(budget),
+            ..self
+        }
+    }
+
+    /// The same strategy with random fill up to `min_active` ids.
+    pub fn with_min_active(self, min_active: usize) -> Self {
+        Sampling { min_active, ..self }
+    }
+
+    /// Checks the values against tables with `l` tables.
+    pub fn validate(&self, l: usize) -> Result<()> {
+        match self.strategy {
+            Strategy::TopK { k: 0 } => return Err(invalid("k", 0, "must be at least 1")),
+            Strategy::Threshold { min_hits } if min_hits == 0 || min_hits as usize > l => {
+                return Err(invalid("min_hits", min_hits, "must be between 1 and L"));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Per-thread scratch for queries: a hit counter per id, cleared sparsely after every query,
+/// and the candidate list. Once sized, queries allocate nothing.
+#[derive(Debug, Clone, Default)]
+pub struct QueryScratch {
+    hits: Vec<u16>,
+    candidates: Vec<u32>,
+    histogram: Vec<u32>,
+}
+
+/// Marks an id already in the output.
+const SELECTED: u16 = u16::MAX;
+
+impl QueryScratch {
+    /// Scratch for tables over `num_ids` ids.
+    pub fn new(num_ids: usize) -> Self {
+        QueryScratch {
+            hits: vec![0; num_ids],
+            candidates: Vec::new(),
+            histogram: Vec::new(),
+        }
+    }
+
+    fn fit(&mut self, num_ids: usize, l: usize) {
+        if self.hits.len() < num_ids {
+            self.hits.resize(num_ids, 0);
+        }
+        self.histogram.clear();
+        self.histogram.resize(l + 1, 0);
+    }
+
+    /// Restores the all-zero invariant for the ids this query touched.
+    fn reset(&mut self, selected: &[u32]) {
+        for &id in self.candidates.iter().chain(selected) {
+            self.hits[id as usize] = 0;
+        }
+        self.candidates.clear();
+    }
+}
+
+impl HashTables {
+    /// The union of the buckets `codes` (one per table) with each id's hit count (the number
+    /// of tables it was found in), in retrieval order (table 0 first).
+    pub fn query(
+        &self,
+        codes: &[u32],
+        scratch: &mut QueryScratch,
+        out: &mut Vec<(u32, u16)>,
+    ) -> Result<()> {
+        self.check_codes(codes, 1)?;
+        scratch.fit(self.num_ids(), self.num_tables());
+        self.gather(codes, 0, usize::MAX, scratch);
+        out.clear();
+        out.extend(
+            scratch
+                .candidates
+                .iter()
+                .map(|&id| (id, scratch.hits[id as usize])),
+        );
+        scratch.reset(&[]);
+        Ok(())
+    }
+
+    /// The active set for one query: `forced` ids first (e.g. a sample's true labels), then
+    /// the ids `sampling` selects among the candidates of the buckets `codes`, then random
+    /// fill up to `sampling.min_active`. Every id appears once. Deterministic for a given
+    /// `rng` state.
+    pub fn sample<R: Rng + ?Sized>(
+        &self,
+        codes: &[u32],
+        sampling: &Sampling,
+        forced: &[u32],
+        rng: &mut R,
+        scratch: &mut QueryScratch,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        self.check_codes(codes, 1)?;
+        self.check_ids(forced)?;
+        sampling.validate(self.num_tables())?;
+        let l = self.num_tables();
+        scratch.fit(self.num_ids(), l);
+        out.clear();
+        for &id in forced {
+            if scratch.hits[id as usize] != SELECTED {
+                scratch.hits[id as usize] = SELECTED;
+                out.push(id);
+            }
+        }
+        match sampling.strategy {
+            Strategy::Vanilla => {
+                let budget = sampling.budget.unwrap_or(usize::MAX);
+                let first_table = if budget < usize::MAX {
+                    rng.random_range(0..l)
+                } else {
+                    0
+                };
+                self.gather(codes, first_table, budget, scratch);
+                let take = scratch.candidates.len().min(budget);
+                for &id in &scratch.candidates[..take] {
+                    scratch.hits[id as usize] = SELECTED;
+                    out.push(id);
+                }
+            }
+            Strategy::TopK { k } => {
+                self.gather(codes, 0, usize::MAX, scratch);
+                select_most_hits(scratch, 1, k, out);
+            }
+            Strategy::Threshold { min_hits } => {
+                self.gather(codes, 0, usize::MAX, scratch);
+                select_most_hits(
+                    scratch,
+                    min_hits,
+                    sampling.budget.unwrap_or(usize::MAX),
+                    out,
+                );
+            }
+        }
+        let target = sampling.min_active.min(self.num_ids());
+        while out.len() < target {
+            let id = rng.random_range(0..self.num_ids() as u32);
+            if scratch.hits[id as usize] != SELECTED {
+                scratch.hits[id as usize] = SELECTED;
+                out.push(id);
+            }
+        }
+        scratch.reset(out);
+        Ok(())
+    }
+
+    /// Counts hits over the tables, starting at `first_table` and wrapping around, and lists
+    /// each newly seen id once. Stops after the table in which `limit` candidates are reached.
+    /// Ids already marked selected are neither counted nor listed.
+    fn gather(&self, codes: &[u32], first_table: usize, limit: usize, scratch: &mut QueryScratch) {
+        let l = self.num_tables();
+        for step in 0..l {
+            let t = (first_table + step) % l;
+            for &id in self.bucket(t, codes[t]) {
+                let hits = &mut scratch.hits[id as usize];
+                if *hits == SELECTED {
+                    continue;
+                }
+                if *hits == 0 {
+                    scratch.candidates.push(id);
+                }
+                // Saturate below the marker; only reachable if an id was inserted into one
+                // table more than once.
+                *hits = (*hits + 1).min(SELECTED - 1);
+            }
+            if scratch.candidates.len() >= limit {
+                break;
+            }
+        }
+    }
+}
+
+/// Appends to `out`, in retrieval order, the (at most) `limit` candidates with the most hits
+/// among those with at least `floor` hits; ties at the cut go to the first retrieved.
+/// A histogram of hit counts finds the cut in linear time.
+fn select_most_hits(scratch: &mut QueryScratch, floor: u16, limit: usize, out: &mut Vec<u32>) {
+    let top = scratch.histogram.len() - 1;
+    let clamp = |h: u16| (h as usize).min(top);
+    for &id in &scratch.candidates {
+        scratch.histogram[clamp(scratch.hits[id as usize])] += 1;
+    }
+    let floor = floor as usize;
+    let (mut cut, mut ties_left, mut above) = (floor, usize::MAX, 0usize);
+    for h in (floor..=top).rev() {
+        let count = scratch.histogram[h] as usize;
+        if above + count >= limit {
+            cut = h;
+            ties_left = limit - above;
+            break;
+        }
+        above += count;
+    }
+    for &id in &scratch.candidates {
+        let h = clamp(scratch.hits[id as usize]);
+        let keep = h > cut || (h == cut && ties_left > 0);
+        if keep {
+            if h == cut {
+                ties_left -= 1;
+            }
+            scratch.hits[id as usize] = SELECTED;
+            out.push(id);
+        }
+    }
+}

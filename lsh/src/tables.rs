@@ -1,0 +1,494 @@
+//! `L` hash tables of `2^range_pow` buckets holding ids, with bounded buckets.
+//!
+//! # Layout
+//!
+//! A table is one `u32` id store plus a 12-byte header per bucket (start, length, segment
+//! size, ids seen). A bucket's ids sit contiguously in a segment of the store; when a bucket
+//! outgrows its segment it moves to a new segment of twice the size at the end of the store
+//! (amortised O(1) inserts), and the abandoned space is reclaimed by compaction after every
+//! rebuild or whenever it exceeds half of the store. Memory therefore follows the number of
+//! ids actually stored, not `2^range_pow * bucket_capacity` as with the fixed per-bucket
+//! arrays of the reference SLIDE code (6.7 GB at its Amazon-670K setting of 50 tables of
+//! `2^18` buckets of 128 ids, against about 160 MB here).
+//!
+//! # Full buckets
+//!
+//! A bucket holds at most `bucket_capacity` ids. When a full bucket receives another id:
+//! * [`BucketPolicy::Fifo`] overwrites the oldest, so the bucket keeps the newest ids;
+//! * [`BucketPolicy::Reservoir`] keeps the new id with probability `capacity / seen`
+//!   (reservoir sampling), so the bucket holds a uniform sample of every id it was offered.
+//!
+//! # Determinism
+//!
+//! Each table owns a random generator seeded from the tables' seed, the table's index and a
+//! generation counter that [`HashTables::clear`] advances. Batch inserts and rebuilds insert
+//! into each table in id order (tables are filled in parallel, each by one thread), so the
+//! result is identical for any number of threads.
+
+use std::sync::Mutex;
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use rayon::prelude::*;
+
+use crate::error::{LshError, Result, invalid};
+use crate::family::{CodeBuffer, HashFamily, LshParams, MAX_RANGE_POW, MAX_TABLES, mix64};
+use crate::vector::Vector;
+
+/// What a full bucket does with a new id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BucketPolicy {
+    /// Replace the oldest id: the bucket keeps the newest `capacity` ids.
+    Fifo,
+    /// Reservoir sampling: the bucket keeps a uniform sample of all ids offered to it.
+    Reservoir,
+}
+
+/// How to build [`HashTables`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TablesConfig {
+    /// Number of tables, `L`.
+    pub l: usize,
+    /// Each table has `2^range_pow` buckets.
+    pub range_pow: u32,
+    /// Most ids one bucket holds (1..=65535; SLIDE uses 128).
+    pub bucket_capacity: usize,
+    /// What a full bucket does.
+    pub policy: BucketPolicy,
+    /// Ids are `0..num_ids` (the neurons of one layer).
+    pub num_ids: usize,
+    /// Seed for the reservoir policy's random choices.
+    pub seed: u64,
+}
+
+impl TablesConfig {
+    /// A config whose `L` and `range_pow` match a hash family's.
+    pub fn for_family(
+        params: LshParams,
+        num_ids: usize,
+        bucket_capacity: usize,
+        policy: BucketPolicy,
+        seed: u64,
+    ) -> Self {
+        TablesConfig {
+            l: params.l,
+            range_pow: params.range_pow,
+            bucket_capacity,
+            policy,
+            num_ids,
+            seed,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.l == 0 || self.l > MAX_TABLES {
+            return Err(invalid("l", self.l, "must be between 1 and 65534"));
+        }
+        if self.range_pow == 0 || self.range_pow > MAX_RANGE_POW {
+            return Err(invalid(
+                "range_pow",
+                self.range_pow,
+                "must be between 1 and 30",
+            ));
+        }
+        if !(1..=u16::MAX as usize).contains(&self.bucket_capacity) {
+            return Err(invalid(
+                "bucket_capacity",
+                self.bucket_capacity,
+                "must be between 1 and 65535",
+            ));
+        }
+        if (self.bucket_capacity as u64) << self.range_pow > 1 << 31 {
+            return Err(invalid(
+                "bucket_capacity",
+                self.bucket_capacity,
+                "bucket_capacity * 2^range_pow must not exceed 2^31 ids per table",
+            ));
+        }
+        if self.num_ids == 0 || self.num_ids > u32::MAX as usize {
+            return Err(invalid(
+                "num_ids",
+                self.num_ids,
+                "must be between 1 and 2^32 - 1",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Summary of what the tables hold, for logs and reports.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TablesStats {
+    /// Ids stored, summed over tables.
+    pub stored_ids: usize,
+    /// Buckets holding at least one id, summed over tables.
+    pub non_empty_buckets: usize,
+    /// Largest bucket.
+    pub max_bucket_len: usize,
+    /// Buckets that reached capacity, summed over tables.
+    pub full_buckets: usize,
+    /// Mean ids per non-empty bucket.
+    pub mean_non_empty_len: f64,
+    /// Heap bytes held by the tables.
+    pub memory_bytes: usize,
+}
+
+/// `L` bucketed hash tables over ids `0..num_ids`. See the module documentation.
+#[derive(Debug)]
+pub struct HashTables {
+    config: TablesConfig,
+    generation: u64,
+    tables: Vec<Table>,
+    /// Bucket codes of one block of ids during a rebuild (`REBUILD_BLOCK * L`).
+    block_codes: Vec<u32>,
+    /// One hashing buffer per worker thread of the pool that runs the rebuild.
+    code_buffers: Vec<Mutex<CodeBuffer>>,
+}
+
+/// Ids hashed per block during a rebuild: bounds the codes buffer at `4096 * L` values.
+const REBUILD_BLOCK: usize = 4096;
+/// Rows hashed per parallel task during a rebuild.
+const ROWS_PER_TASK: usize = 64;
+
+#[derive(Debug, Clone)]
+struct Table {
+    buckets: Vec<Bucket>,
+    store: Vec<u32>,
+    /// Second store that compaction copies into, kept to avoid reallocating.
+    spare: Vec<u32>,
+    /// Store slots no bucket uses any more.
+    garbage: usize,
+    rng: Xoshiro256PlusPlus,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Bucket {
+    start: u32,
+    /// Ids offered to this bucket since the last clear (saturating).
+    seen: u32,
+    len: u16,
+    segment: u16,
+}
+
+impl Table {
+    fn new(num_buckets: usize, rng: Xoshiro256PlusPlus) -> Self {
+        Table {
+            buckets: vec![Bucket::default(); num_buckets],
+            store: Vec::new(),
+            spare: Vec::new(),
+            garbage: 0,
+            rng,
+        }
+    }
+
+    fn bucket(&self, code: u32) -> &[u32] {
+        let b = self.buckets[code as usize];
+        &self.store[b.start as usize..b.start as usize + b.len as usize]
+    }
+
+    fn insert(&mut self, code: u32, id: u32, capacity: u16, policy: BucketPolicy) {
+        let b = self.buckets[code as usize];
+        if b.len < capacity {
+            let mut b = b;
+            if b.len == b.segment {
+                let segment = (b.segment.saturating_mul(2)).clamp(2, capacity);
+                if self.store.len() + segment as usize > u32::MAX as usize {
+                    self.compact();
+                }
+                let start = self.store.len();
+                self.store
+                    .extend_from_within(b.start as usize..b.start as usize + b.len as usize);
+                self.store.resize(start + segment as usize, 0);
+                self.garbage += b.segment as usize;
+                b.start = start as u32;
+                b.segment = segment;
+            }
+            self.store[b.start as usize + b.len as usize] = id;
+            b.len += 1;
+            b.seen = b.seen.saturating_add(1);
+            self.buckets[code as usize] = b;
+            return;
+        }
+        let slot = match policy {
+            BucketPolicy::Fifo => Some(b.seen as usize % capacity as usize),
+            BucketPolicy::Reservoir => {
+                let j = self.rng.random_range(0..=b.seen as usize);
+                (j < capacity as usize).then_some(j)
+            }
+        };
+        if let Some(slot) = slot {
+            self.store[b.start as usize + slot] = id;
+        }
+        self.buckets[code as usize].seen = b.seen.saturating_add(1);
+    }
+
+    /// Copies every bucket's ids into an exactly sized segment of the spare store, in bucket
+    /// order, and swaps the stores. Keeps each full bucket's slot order, which FIFO relies on.
+    fn compact(&mut self) {
+        self.spare.clear();
+        for b in &mut self.buckets {
+            let start = self.spare.len();
+            self.spare.extend_from_slice(
+                &self.store[b.start as usize..b.start as usize + b.len as usize],
+            );
+            b.start = start as u32;
+            b.segment = b.len;
+        }
+        std::mem::swap(&mut self.store, &mut self.spare);
+        self.garbage = 0;
+    }
+
+    fn clear(&mut self, rng: Xoshiro256PlusPlus) {
+        self.buckets.fill(Bucket::default());
+        self.store.clear();
+        self.garbage = 0;
+        self.rng = rng;
+    }
+}
+
+impl HashTables {
+    /// Empty tables.
+    pub fn new(config: TablesConfig) -> Result<Self> {
+        config.validate()?;
+        let tables = (0..config.l)
+            .map(|t| Table::new(1 << config.range_pow, table_rng(config.seed, t, 0)))
+            .collect();
+        Ok(HashTables {
+            config,
+            generation: 0,
+            tables,
+            block_codes: Vec::new(),
+            code_buffers: Vec::new(),
+        })
+    }
+
+    /// The configuration the tables were built with.
+    pub fn config(&self) -> &TablesConfig {
+        &self.config
+    }
+
+    /// Number of tables, `L`.
+    pub fn num_tables(&self) -> usize {
+        self.config.l
+    }
+
+    /// Ids are below this.
+    pub fn num_ids(&self) -> usize {
+        self.config.num_ids
+    }
+
+    /// The ids in bucket `code` of table `table`. Panics if either is out of range, like
+    /// slice indexing.
+    pub fn bucket(&self, table: usize, code: u32) -> &[u32] {
+        self.tables[table].bucket(code)
+    }
+
+    /// Removes every id. Reservoir choices after a clear differ from those before it (the
+    /// generation counter advances) but are still fixed by the seed.
+    pub fn clear(&mut self) {
+        self.generation += 1;
+        let (seed, generation) = (self.config.seed, self.generation);
+        for (t, table) in self.tables.iter_mut().enumerate() {
+            table.clear(table_rng(seed, t, generation));
+        }
+    }
+
+    /// Inserts one id, whose `L` bucket codes (one per table) are `codes`.
+    pub fn insert(&mut self, id: u32, codes: &[u32]) -> Result<()> {
+        self.check_ids(std::slice::from_ref(&id))?;
+        self.check_codes(codes, 1)?;
+        let (capacity, policy) = (self.config.bucket_capacity as u16, self.config.policy);
+        for (table, &code) in self.tables.iter_mut().zip(codes) {
+            table.insert(code, id, capacity, policy);
+            table.compact_if_wasteful();
+        }
+        Ok(())
+    }
+
+    /// Inserts many ids; `codes` holds `L` codes per id, id-major (`codes[i * L + t]`).
+    /// Tables are filled in parallel; each table receives the ids in the order given, so the
+    /// result does not depend on the number of threads.
+    pub fn insert_many(&mut self, ids: &[u32], codes: &[u32]) -> Result<()> {
+        self.check_ids(ids)?;
+        self.check_codes(codes, ids.len())?;
+        self.insert_unchecked(ids.iter().copied(), codes);
+        self.tables
+            .par_iter_mut()
+            .for_each(Table::compact_if_wasteful);
+        Ok(())
+    }
+
+    fn insert_unchecked(
+        &mut self,
+        ids: impl Iterator<Item = u32> + Clone + Send + Sync,
+        codes: &[u32],
+    ) {
+        let (l, capacity, policy) = (
+            self.config.l,
+            self.config.bucket_capacity as u16,
+            self.config.policy,
+        );
+        self.tables
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(t, table)| {
+                for (i, id) in ids.clone().enumerate() {
+                    table.insert(codes[i * l + t], id, capacity, policy);
+                }
+            });
+    }
+
+    /// Clears the tables and inserts every id `0..num_ids`, hashing `row(id)` with `family`.
+    /// Rows are hashed in parallel in blocks of 4,096; the tables are then filled in
+    /// parallel and compacted. The result is identical for any number of threads.
+    ///
+    /// Buffers are kept between rebuilds: after the first, a rebuild allocates nothing as
+    /// long as it runs in a thread pool of the same size.
+    pub fn rebuild<'a, F, R>(&mut self, family: &F, row: R) -> Result<()>
+    where
+        F: HashFamily + ?Sized,
+        R: Fn(u32) -> Vector<'a> + Sync,
+    {
+        self.check_family(family)?;
+        self.clear();
+        let l = self.config.l;
+        let threads = rayon::current_num_threads();
+        if self.code_buffers.len() < threads {
+            self.code_buffers.resize_with(threads, Default::default);
+        }
+        self.block_codes.resize(REBUILD_BLOCK * l, 0);
+        let num_ids = self.config.num_ids;
+        for block_start in (0..num_ids).step_by(REBUILD_BLOCK) {
+            let block_len = REBUILD_BLOCK.min(num_ids - block_start);
+            let codes = &mut self.block_codes[..block_len * l];
+            let buffers = &self.code_buffers;
+            codes
+                .par_chunks_mut(ROWS_PER_TASK * l)
+                .enumerate()
+                .try_for_each(|(task, chunk)| -> Result<()> {
+                    let worker = rayon::current_thread_index().unwrap_or(0) % buffers.len();
+                    // Each worker locks only its own buffer, so the lock is never contended.
+                    let mut buffer = buffers[worker].lock().unwrap_or_else(|e| e.into_inner());
+                    let first = block_start + task * ROWS_PER_TASK;
+                    for (i, out) in chunk.chunks_exact_mut(l).enumerate() {
+                        out.copy_from_slice(family.hash(row((first + i) as u32), &mut buffer)?);
+                    }
+                    Ok(())
+                })?;
+            let codes = std::mem::take(&mut self.block_codes);
+            let ids = block_start as u32..(block_start + block_len) as u32;
+            self.insert_unchecked(ids, &codes[..block_len * l]);
+            self.block_codes = codes;
+        }
+        self.tables.par_iter_mut().for_each(Table::compact);
+        Ok(())
+    }
+
+    /// [`rebuild`](Self::rebuild) from a row-major matrix: row `id` is
+    /// `matrix[id * row_stride..][..family.dim()]` (a stride above `dim` allows padded rows).
+    pub fn rebuild_dense<F: HashFamily + ?Sized>(
+        &mut self,
+        family: &F,
+        matrix: &[f32],
+        row_stride: usize,
+    ) -> Result<()> {
+        let dim = family.dim();
+        let needed = (self.config.num_ids - 1)
+            .checked_mul(row_stride)
+            .and_then(|n| n.checked_add(dim));
+        if row_stride < dim || needed.is_none_or(|n| n > matrix.len()) {
+            return Err(LshError::DimensionMismatch {
+                expected: needed.unwrap_or(usize::MAX),
+                actual: matrix.len(),
+            });
+        }
+        self.rebuild(family, |id| {
+            let start = id as usize * row_stride;
+            Vector::Dense(&matrix[start..start + dim])
+        })
+    }
+
+    /// What the tables hold.
+    pub fn stats(&self) -> TablesStats {
+        let mut stats = TablesStats {
+            stored_ids: 0,
+            non_empty_buckets: 0,
+            max_bucket_len: 0,
+            full_buckets: 0,
+            mean_non_empty_len: 0.0,
+            memory_bytes: self.block_codes.capacity() * 4,
+        };
+        for table in &self.tables {
+            for b in &table.buckets {
+                let len = b.len as usize;
+                stats.stored_ids += len;
+                stats.non_empty_buckets += usize::from(len > 0);
+                stats.full_buckets += usize::from(len == self.config.bucket_capacity);
+                stats.max_bucket_len = stats.max_bucket_len.max(len);
+            }
+            stats.memory_bytes += table.buckets.capacity() * std::mem::size_of::<Bucket>()
+                + (table.store.capacity() + table.spare.capacity()) * 4;
+        }
+        if stats.non_empty_buckets > 0 {
+            stats.mean_non_empty_len = stats.stored_ids as f64 / stats.non_empty_buckets as f64;
+        }
+        stats
+    }
+
+    pub(crate) fn check_family<F: HashFamily + ?Sized>(&self, family: &F) -> Result<()> {
+        let p = family.params();
+        if p.l != self.config.l || p.range_pow != self.config.range_pow {
+            return Err(LshError::FamilyMismatch {
+                family_tables: p.l,
+                family_range_pow: p.range_pow,
+                tables: self.config.l,
+                range_pow: self.config.range_pow,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_ids(&self, ids: &[u32]) -> Result<()> {
+        match ids.iter().find(|&&id| id as usize >= self.config.num_ids) {
+            Some(&id) => Err(LshError::IdOutOfRange {
+                id,
+                num_ids: self.config.num_ids,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// `codes` must hold `L` codes for each of `count` ids, each below `2^range_pow`.
+    pub(crate) fn check_codes(&self, codes: &[u32], count: usize) -> Result<()> {
+        let l = self.config.l;
+        if codes.len() != l * count {
+            return Err(LshError::CodeCountMismatch {
+                expected: l * count,
+                actual: codes.len(),
+            });
+        }
+        let limit = 1u64 << self.config.range_pow;
+        match codes.iter().position(|&c| u64::from(c) >= limit) {
+            Some(i) => Err(LshError::CodeOutOfRange {
+                code: codes[i],
+                table: i % l,
+                range_pow: self.config.range_pow,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Table {
+    /// Single inserts can abandon segments; reclaim them once they are half the store.
+    fn compact_if_wasteful(&mut self) {
+        if self.garbage > 1 << 12 && self.garbage * 2 > self.store.len() {
+            self.compact();
+        }
+    }
+}
+
+fn table_rng(seed: u64, table: usize, generation: u64) -> Xoshiro256PlusPlus {
+    let stream = mix64(seed ^ mix64((table as u64) << 32 ^ generation ^ 0x0074_6162_6c65_7300));
+    Xoshiro256PlusPlus::seed_from_u64(stream)
+}

@@ -139,14 +139,12 @@ pub struct HashTables {
     config: TablesConfig,
     generation: u64,
     tables: Vec<Table>,
-    /// Bucket codes of one block of ids during a rebuild (`REBUILD_BLOCK * L`).
-    block_codes: Vec<u32>,
+    /// Every id's bucket codes from the last rebuild, id-major (`num_ids * L`).
+    all_codes: Vec<u32>,
     /// One hashing buffer per worker thread of the pool that runs the rebuild.
     code_buffers: Vec<Mutex<CodeBuffer>>,
 }
 
-/// Ids hashed per block during a rebuild: bounds the codes buffer at `4096 * L` values.
-const REBUILD_BLOCK: usize = 4096;
 /// Rows hashed per parallel task during a rebuild.
 const ROWS_PER_TASK: usize = 64;
 
@@ -191,7 +189,7 @@ impl Table {
         if b.len < capacity {
             let mut b = b;
             if b.len == b.segment {
-                let segment = (b.segment.saturating_mul(2)).clamp(2, capacity);
+                let segment = b.segment.saturating_mul(2).max(2).min(capacity);
                 if self.store.len() + segment as usize > u32::MAX as usize {
                     self.compact();
                 }
@@ -238,6 +236,37 @@ impl Table {
         self.garbage = 0;
     }
 
+    /// Fills an empty table from the codes of ids `0, 1, 2, ...` in that order: counts the
+    /// load of each bucket, gives each bucket an exactly sized segment, then replays the
+    /// inserts through [`insert`](Self::insert), which never needs to move a segment.
+    fn build(
+        &mut self,
+        codes: impl Iterator<Item = u32> + Clone,
+        capacity: u16,
+        policy: BucketPolicy,
+    ) {
+        debug_assert!(self.store.is_empty());
+        for code in codes.clone() {
+            let b = &mut self.buckets[code as usize];
+            b.seen = b.seen.saturating_add(1);
+        }
+        let mut next = 0u32;
+        for b in &mut self.buckets {
+            let len = b.seen.min(u32::from(capacity)) as u16;
+            *b = Bucket {
+                start: next,
+                seen: 0,
+                len: 0,
+                segment: len,
+            };
+            next += u32::from(len);
+        }
+        self.store.resize(next as usize, 0);
+        for (id, code) in codes.enumerate() {
+            self.insert(code, id as u32, capacity, policy);
+        }
+    }
+
     fn clear(&mut self, rng: Xoshiro256PlusPlus) {
         self.buckets.fill(Bucket::default());
         self.store.clear();
@@ -257,7 +286,7 @@ impl HashTables {
             config,
             generation: 0,
             tables,
-            block_codes: Vec::new(),
+            all_codes: Vec::new(),
             code_buffers: Vec::new(),
         })
     }
@@ -339,48 +368,51 @@ impl HashTables {
     }
 
     /// Clears the tables and inserts every id `0..num_ids`, hashing `row(id)` with `family`.
-    /// Rows are hashed in parallel in blocks of 4,096; the tables are then filled in
-    /// parallel and compacted. The result is identical for any number of threads.
     ///
-    /// Buffers are kept between rebuilds: after the first, a rebuild allocates nothing as
-    /// long as it runs in a thread pool of the same size.
+    /// Rows are hashed in parallel; then each table (in parallel over tables) counts its
+    /// buckets' loads, lays the buckets out back to back with exact sizes, and replays the
+    /// inserts in id order through the bucket policy. The result equals inserting the ids
+    /// one by one in id order after [`clear`](Self::clear), for any number of threads, and
+    /// leaves no unused space in the stores.
+    ///
+    /// The `num_ids * L` codes are kept between rebuilds (as are all other buffers), so a
+    /// rebuild after the first allocates nothing as long as it runs in a thread pool of the
+    /// same size.
     pub fn rebuild<'a, F, R>(&mut self, family: &F, row: R) -> Result<()>
     where
         F: HashFamily + ?Sized,
         R: Fn(u32) -> Vector<'a> + Sync,
     {
         self.check_family(family)?;
-        self.clear();
-        let l = self.config.l;
+        let (l, num_ids) = (self.config.l, self.config.num_ids);
         let threads = rayon::current_num_threads();
         if self.code_buffers.len() < threads {
             self.code_buffers.resize_with(threads, Default::default);
         }
-        self.block_codes.resize(REBUILD_BLOCK * l, 0);
-        let num_ids = self.config.num_ids;
-        for block_start in (0..num_ids).step_by(REBUILD_BLOCK) {
-            let block_len = REBUILD_BLOCK.min(num_ids - block_start);
-            let codes = &mut self.block_codes[..block_len * l];
-            let buffers = &self.code_buffers;
-            codes
-                .par_chunks_mut(ROWS_PER_TASK * l)
-                .enumerate()
-                .try_for_each(|(task, chunk)| -> Result<()> {
-                    let worker = rayon::current_thread_index().unwrap_or(0) % buffers.len();
-                    // Each worker locks only its own buffer, so the lock is never contended.
-                    let mut buffer = buffers[worker].lock().unwrap_or_else(|e| e.into_inner());
-                    let first = block_start + task * ROWS_PER_TASK;
-                    for (i, out) in chunk.chunks_exact_mut(l).enumerate() {
-                        out.copy_from_slice(family.hash(row((first + i) as u32), &mut buffer)?);
-                    }
-                    Ok(())
-                })?;
-            let codes = std::mem::take(&mut self.block_codes);
-            let ids = block_start as u32..(block_start + block_len) as u32;
-            self.insert_unchecked(ids, &codes[..block_len * l]);
-            self.block_codes = codes;
-        }
-        self.tables.par_iter_mut().for_each(Table::compact);
+        self.all_codes.resize(num_ids * l, 0);
+        let buffers = &self.code_buffers;
+        self.all_codes
+            .par_chunks_mut(ROWS_PER_TASK * l)
+            .enumerate()
+            .try_for_each(|(task, chunk)| -> Result<()> {
+                let worker = rayon::current_thread_index().unwrap_or(0) % buffers.len();
+                // Each worker locks only its own buffer, so the lock is never contended.
+                let mut buffer = buffers[worker].lock().unwrap_or_else(|e| e.into_inner());
+                let first = task * ROWS_PER_TASK;
+                for (i, out) in chunk.chunks_exact_mut(l).enumerate() {
+                    out.copy_from_slice(family.hash(row((first + i) as u32), &mut buffer)?);
+                }
+                Ok(())
+            })?;
+        self.clear();
+        let (capacity, policy) = (self.config.bucket_capacity as u16, self.config.policy);
+        let codes = &self.all_codes;
+        self.tables
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(t, table)| {
+                table.build(codes.iter().skip(t).step_by(l).copied(), capacity, policy);
+            });
         Ok(())
     }
 
@@ -416,7 +448,7 @@ impl HashTables {
             max_bucket_len: 0,
             full_buckets: 0,
             mean_non_empty_len: 0.0,
-            memory_bytes: self.block_codes.capacity() * 4,
+            memory_bytes: self.all_codes.capacity() * 4,
         };
         for table in &self.tables {
             for b in &table.buckets {

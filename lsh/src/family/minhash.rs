@@ -2,9 +2,14 @@
 //! Shrivastava 2017) for sparse binary inputs.
 //!
 //! The input is read as the set of its nonzero coordinates. One random permutation maps the
-//! coordinates onto `K * L` equal-width bins; a bin's sub-hash is the smallest permuted offset
-//! that falls in it, and empty bins borrow through the densification sequence. For two sets
-//! with Jaccard similarity `J`, each sub-hash collides with probability `J`.
+//! coordinates onto `K * L` equal-width bins; a bin's sub-hash is the smallest permuted
+//! position that falls in it, and empty bins borrow through the densification sequence. For
+//! two sets with Jaccard similarity `J`, each sub-hash collides with probability `J`.
+//!
+//! The sub-hash is the *global* permuted position, not the offset within the bin, so values
+//! borrowed from different bins never coincide by accident (and bins of width 1, when
+//! `K * L >= dim`, still carry information). Exactly concatenated codes keep its low `bits`
+//! bits (b-bit minwise hashing).
 
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -30,6 +35,8 @@ pub struct DophMinHash {
 impl DophMinHash {
     /// Draws the permutation for `dim`-dimensional inputs from `seed`. `bits` (1..=16) is how
     /// many low bits of each bin's minimum enter an exactly concatenated bucket code.
+    /// Meaningful for inputs much sparser than `dim`: a set holding every coordinate, like a
+    /// dense vector without zeros, has the same MinHash under every permutation.
     pub fn new(dim: usize, params: LshParams, bits: u32, seed: u64) -> Result<Self> {
         params.validate()?;
         check_dim(dim)?;
@@ -72,8 +79,8 @@ impl HashFamily for DophMinHash {
         let minimum = &mut buf.aux[..];
         x.for_each_nonzero(|d, _| {
             let p = self.permutation[d];
-            let (bin, offset) = ((p / self.width) as usize, p % self.width);
-            minimum[bin] = minimum[bin].min(offset);
+            let bin = (p / self.width) as usize;
+            minimum[bin] = minimum[bin].min(p);
         });
         buf.raw.resize(num_bins, 0);
         densify(&buf.aux, &mut buf.raw, self.salt);

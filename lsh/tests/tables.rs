@@ -1,0 +1,359 @@
+//! Hash tables: bucket policies, determinism across thread counts, compaction, errors.
+
+mod common;
+
+use std::collections::VecDeque;
+
+use common::*;
+use proptest::prelude::*;
+use slide_lsh::{
+    BucketPolicy, FamilyKind, HashTables, LshError, LshFamily, LshParams, TablesConfig, Vector,
+};
+
+fn config(
+    l: usize,
+    range_pow: u32,
+    capacity: usize,
+    policy: BucketPolicy,
+    num_ids: usize,
+) -> TablesConfig {
+    TablesConfig {
+        l,
+        range_pow,
+        bucket_capacity: capacity,
+        policy,
+        num_ids,
+        seed: 99,
+    }
+}
+
+fn sorted(ids: &[u32]) -> Vec<u32> {
+    let mut v = ids.to_vec();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn fifo_keeps_the_newest_ids() {
+    let mut tables = HashTables::new(config(3, 4, 16, BucketPolicy::Fifo, 1000)).unwrap();
+    for id in 0..1000 {
+        tables.insert(id, &[5, 5, (id % 2) * 7]).unwrap();
+    }
+    assert_eq!(sorted(tables.bucket(0, 5)), (984..1000).collect::<Vec<_>>());
+    assert_eq!(sorted(tables.bucket(1, 5)), (984..1000).collect::<Vec<_>>());
+    let evens: Vec<u32> = (968..1000).step_by(2).collect();
+    assert_eq!(sorted(tables.bucket(2, 0)), evens);
+    assert!(tables.bucket(0, 4).is_empty());
+}
+
+/// Reservoir sampling keeps each of the `n` ids offered to a full bucket with probability
+/// `capacity / n`. 4,000 rounds of 100 ids into a bucket of 10: every id's retention count
+/// should be Binomial(4000, 0.1). The chi-square statistic over the 100 ids (99 degrees of
+/// freedom) stays below 148.2 with probability 0.999 under uniformity; FIFO's choice (always
+/// the last 10) would score 36,000.
+#[test]
+fn reservoir_keeps_a_uniform_sample() {
+    let n = 100u32;
+    let rounds = 4000;
+    let mut tables =
+        HashTables::new(config(1, 1, 10, BucketPolicy::Reservoir, n as usize)).unwrap();
+    let mut kept = vec![0u32; n as usize];
+    for _ in 0..rounds {
+        tables.clear();
+        for id in 0..n {
+            tables.insert(id, &[1]).unwrap();
+        }
+        let bucket = tables.bucket(0, 1);
+        assert_eq!(bucket.len(), 10);
+        assert_eq!(
+            sorted(bucket).windows(2).filter(|w| w[0] == w[1]).count(),
+            0
+        );
+        for &id in bucket {
+            kept[id as usize] += 1;
+        }
+    }
+    let expected = rounds as f64 * 10.0 / n as f64;
+    let chi_square: f64 = kept
+        .iter()
+        .map(|&k| (k as f64 - expected).powi(2) / expected)
+        .sum();
+    eprintln!("reservoir chi-square over {n} ids: {chi_square:.1}");
+    assert!(
+        chi_square < 148.2,
+        "chi-square {chi_square:.1}, kept {kept:?}"
+    );
+}
+
+fn rebuilt_with_threads(threads: usize, policy: BucketPolicy) -> HashTables {
+    let (n, dim) = (20_000usize, 64usize);
+    let mut rng = rng(7);
+    let rows: Vec<f32> = (0..n)
+        .flat_map(|_| to_f32(&unit_vector(&mut rng, dim)))
+        .collect();
+    let params = LshParams {
+        k: 4,
+        l: 12,
+        range_pow: 12,
+    };
+    let family = LshFamily::new(FamilyKind::Dwta { bin_size: 8 }, dim, params, 3).unwrap();
+    // Capacity 4 against about 5 ids per bucket: the policy makes many choices.
+    let mut tables = HashTables::new(TablesConfig::for_family(params, n, 4, policy, 17)).unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        tables.rebuild_dense(&family, &rows, dim).unwrap();
+        // A second rebuild reuses the buffers and draws new reservoir choices.
+        tables.rebuild_dense(&family, &rows, dim).unwrap();
+    });
+    tables
+}
+
+#[test]
+fn parallel_rebuild_is_identical_with_one_and_two_threads() {
+    for policy in [BucketPolicy::Fifo, BucketPolicy::Reservoir] {
+        let one = rebuilt_with_threads(1, policy);
+        let two = rebuilt_with_threads(2, policy);
+        let mut stored = 0;
+        for t in 0..one.num_tables() {
+            for code in 0..1 << 12 {
+                assert_eq!(
+                    one.bucket(t, code),
+                    two.bucket(t, code),
+                    "{policy:?} table {t} bucket {code}"
+                );
+                stored += one.bucket(t, code).len();
+            }
+        }
+        assert_eq!(stored, one.stats().stored_ids);
+        // 12 tables x 4,096 buckets x at most 4 ids, most buckets full.
+        assert!(
+            stored > 12 * 4096 * 3,
+            "{policy:?}: only {stored} ids stored"
+        );
+    }
+}
+
+#[test]
+fn rebuild_equals_inserting_every_row_in_id_order() {
+    for policy in [BucketPolicy::Fifo, BucketPolicy::Reservoir] {
+        rebuild_equals_inserting_in_id_order(policy);
+    }
+}
+
+fn rebuild_equals_inserting_in_id_order(policy: BucketPolicy) {
+    let (n, dim) = (3_000usize, 32usize);
+    let mut rng = rng(8);
+    let rows: Vec<f32> = (0..n)
+        .flat_map(|_| to_f32(&unit_vector(&mut rng, dim)))
+        .collect();
+    let params = LshParams {
+        k: 3,
+        l: 6,
+        range_pow: 9,
+    };
+    let family = LshFamily::new(FamilyKind::Wta { bin_size: 8 }, dim, params, 1).unwrap();
+    let cfg = TablesConfig::for_family(params, n, 8, policy, 2);
+    let mut rebuilt = HashTables::new(cfg).unwrap();
+    rebuilt.rebuild_dense(&family, &rows, dim).unwrap();
+    let mut inserted = HashTables::new(cfg).unwrap();
+    // A rebuild starts with a clear, which moves the reservoir choices to the next generation.
+    inserted.clear();
+    let mut buffer = slide_lsh::CodeBuffer::new();
+    let mut all_codes = Vec::new();
+    for id in 0..n {
+        let codes = slide_lsh::HashFamily::hash(
+            &family,
+            Vector::Dense(&rows[id * dim..][..dim]),
+            &mut buffer,
+        )
+        .unwrap();
+        all_codes.extend_from_slice(codes);
+    }
+    let ids: Vec<u32> = (0..n as u32).collect();
+    inserted.insert_many(&ids, &all_codes).unwrap();
+    for t in 0..params.l {
+        for code in 0..1 << params.range_pow {
+            assert_eq!(
+                rebuilt.bucket(t, code),
+                inserted.bucket(t, code),
+                "{policy:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn memory_follows_stored_ids_not_bucket_capacity() {
+    // 8 tables of 2^16 buckets with capacity 128: fixed per-bucket arrays would take
+    // 8 * 65536 * 128 * 4 bytes = 268 MB. 50,000 ids need 8 * 50,000 * 4 = 1.6 MB of ids plus
+    // 8 * 65536 * 12 bytes = 6.3 MB of bucket headers.
+    let (n, dim) = (50_000usize, 16usize);
+    let rows = {
+        let mut rng = rng(9);
+        (0..n)
+            .flat_map(|_| to_f32(&unit_vector(&mut rng, dim)))
+            .collect::<Vec<_>>()
+    };
+    let params = LshParams {
+        k: 16,
+        l: 8,
+        range_pow: 16,
+    };
+    let family = LshFamily::new(
+        FamilyKind::SimHash(slide_lsh::Projection::Gaussian),
+        dim,
+        params,
+        1,
+    )
+    .unwrap();
+    let mut tables = HashTables::new(TablesConfig::for_family(
+        params,
+        n,
+        128,
+        BucketPolicy::Fifo,
+        1,
+    ))
+    .unwrap();
+    tables.rebuild_dense(&family, &rows, dim).unwrap();
+    let stats = tables.stats();
+    assert_eq!(stats.stored_ids, 8 * n);
+    let headers = 8 * (1 << 16) * 12;
+    // A rebuild leaves exact stores; the only extra is the codes of every id (8 * n values),
+    // kept for the next rebuild.
+    let bound = headers + 8 * n * 4 + 8 * n * 4;
+    eprintln!("memory {} bytes, bound {bound}", stats.memory_bytes);
+    assert!(stats.memory_bytes <= bound, "{stats:?}");
+}
+
+#[test]
+fn bad_ids_codes_and_families_are_typed_errors() {
+    let mut tables = HashTables::new(config(2, 4, 8, BucketPolicy::Fifo, 10)).unwrap();
+    assert_eq!(
+        tables.insert(10, &[0, 0]).unwrap_err(),
+        LshError::IdOutOfRange {
+            id: 10,
+            num_ids: 10
+        }
+    );
+    assert_eq!(
+        tables.insert(1, &[0]).unwrap_err(),
+        LshError::CodeCountMismatch {
+            expected: 2,
+            actual: 1
+        }
+    );
+    assert_eq!(
+        tables.insert(1, &[0, 16]).unwrap_err(),
+        LshError::CodeOutOfRange {
+            code: 16,
+            table: 1,
+            range_pow: 4
+        }
+    );
+    assert_eq!(
+        tables.insert_many(&[1, 2], &[0, 0, 0]).unwrap_err(),
+        LshError::CodeCountMismatch {
+            expected: 4,
+            actual: 3
+        }
+    );
+    let family = LshFamily::new(
+        FamilyKind::Dwta { bin_size: 8 },
+        4,
+        LshParams {
+            k: 1,
+            l: 3,
+            range_pow: 4,
+        },
+        0,
+    )
+    .unwrap();
+    assert!(matches!(
+        tables.rebuild_dense(&family, &[0.0; 40], 4).unwrap_err(),
+        LshError::FamilyMismatch {
+            family_tables: 3,
+            tables: 2,
+            ..
+        }
+    ));
+    let family = LshFamily::new(
+        FamilyKind::Dwta { bin_size: 8 },
+        4,
+        LshParams {
+            k: 1,
+            l: 2,
+            range_pow: 4,
+        },
+        0,
+    )
+    .unwrap();
+    assert!(matches!(
+        tables.rebuild_dense(&family, &[0.0; 39], 4).unwrap_err(),
+        LshError::DimensionMismatch {
+            expected: 40,
+            actual: 39
+        }
+    ));
+    // Nothing was inserted by the failed calls.
+    assert_eq!(tables.stats().stored_ids, 0);
+
+    let bad = |c: TablesConfig| match HashTables::new(c).unwrap_err() {
+        LshError::InvalidParameter { name, .. } => name,
+        other => panic!("{other}"),
+    };
+    assert_eq!(bad(config(0, 4, 8, BucketPolicy::Fifo, 10)), "l");
+    assert_eq!(bad(config(2, 0, 8, BucketPolicy::Fifo, 10)), "range_pow");
+    assert_eq!(
+        bad(config(2, 4, 0, BucketPolicy::Fifo, 10)),
+        "bucket_capacity"
+    );
+    assert_eq!(
+        bad(config(2, 4, 70_000, BucketPolicy::Fifo, 10)),
+        "bucket_capacity"
+    );
+    assert_eq!(
+        bad(config(2, 30, 128, BucketPolicy::Fifo, 10)),
+        "bucket_capacity"
+    );
+    assert_eq!(bad(config(2, 4, 8, BucketPolicy::Fifo, 0)), "num_ids");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Any sequence of single inserts, clears included, leaves each bucket holding exactly
+    /// the last `capacity` ids it was offered (a model of FIFO buckets), through every
+    /// segment move and compaction.
+    #[test]
+    fn fifo_tables_match_a_queue_model(
+        capacity in 1usize..12,
+        ops in proptest::collection::vec((0u32..400, 0u32..8, 0u32..8, 0u8..50), 1..3000),
+    ) {
+        let mut tables = HashTables::new(config(2, 3, capacity, BucketPolicy::Fifo, 400)).unwrap();
+        let mut model = vec![vec![VecDeque::new(); 8]; 2];
+        for (id, a, b, clear) in ops {
+            if clear == 0 {
+                tables.clear();
+                model.iter_mut().flatten().for_each(VecDeque::clear);
+                continue;
+            }
+            tables.insert(id, &[a, b]).unwrap();
+            for (t, code) in [(0, a), (1, b)] {
+                let q: &mut VecDeque<u32> = &mut model[t][code as usize];
+                q.push_back(id);
+                if q.len() > capacity {
+                    q.pop_front();
+                }
+            }
+        }
+        for (t, buckets) in model.iter().enumerate() {
+            for (code, queue) in buckets.iter().enumerate() {
+                let expected: Vec<u32> = queue.iter().copied().collect();
+                prop_assert_eq!(sorted(tables.bucket(t, code as u32)), sorted(&expected));
+            }
+        }
+    }
+}

@@ -132,8 +132,9 @@ fn run(o: &Options) -> Result<(), slide_lsh::LshError> {
     let family = LshFamily::new(kind, DIM, params, o.seed)?;
     // Buckets big enough for 4x the mean load (at least SLIDE's 128), so few neurons are
     // turned away; reservoir sampling keeps an unbiased sample where they are.
-    let capacity = (4 * o.neurons >> params.range_pow).clamp(128, 65_535);
-    let config = TablesConfig::for_family(params, o.neurons, capacity, BucketPolicy::Reservoir, o.seed);
+    let capacity = ((4 * o.neurons) >> params.range_pow).clamp(128, 65_535);
+    let config =
+        TablesConfig::for_family(params, o.neurons, capacity, BucketPolicy::Reservoir, o.seed);
     let mut tables = HashTables::new(config)?;
     let started = Instant::now();
     tables.rebuild_dense(&family, &weights, DIM)?;

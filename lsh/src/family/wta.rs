@@ -46,9 +46,13 @@ pub struct Wta {
     bits: u32,
     combiner: Combiner,
     salt: u64,
-    /// CSR by coordinate: the `(bin, position)` slots each coordinate occupies.
+    /// CSR by coordinate: the `(bin, position)` slots each coordinate occupies. Sparse
+    /// inputs walk this: work proportional to their nonzeros.
     offsets: Vec<u32>,
     slots: Vec<Slot>,
+    /// Bin-major: `bins[b * bin_len + position]` is the coordinate in that slot. Dense
+    /// inputs walk this: a gather and a running maximum per bin, no scattered writes.
+    bins: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -103,6 +107,7 @@ impl Wta {
                 pairs.push((d, slot));
             }
         }
+        let bins = pairs.iter().map(|&(d, _)| d).collect();
         let (offsets, slots) = by_coordinate(dim, &pairs);
         let bits = bin_size.trailing_zeros();
         Ok(Wta {
@@ -116,6 +121,7 @@ impl Wta {
             salt: mix64(seed ^ 0x6477_7461_2064_656e),
             offsets,
             slots,
+            bins,
         })
     }
 
@@ -151,22 +157,40 @@ impl HashFamily for Wta {
     fn raw_hashes<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
         x.validate(self.dim)?;
         let num_bins = self.params.num_hashes();
-        buf.acc.clear();
-        buf.acc.resize(num_bins, f32::NEG_INFINITY);
         buf.aux.clear();
         buf.aux.resize(num_bins, EMPTY);
-        let (best, winner) = (&mut buf.acc[..], &mut buf.aux[..]);
-        x.for_each_nonzero(|d, v| {
-            for slot in &self.slots[self.offsets[d] as usize..self.offsets[d + 1] as usize] {
-                let b = slot.bin as usize;
-                // Ties go to the lower position, so the result is independent of the order in
-                // which nonzeros arrive.
-                if v > best[b] || (v == best[b] && slot.position < winner[b]) {
-                    best[b] = v;
-                    winner[b] = slot.position;
+        match x {
+            Vector::Dense(values) => {
+                for (winner, bin) in buf.aux.iter_mut().zip(self.bins.chunks_exact(self.bin_len)) {
+                    let mut best = f32::NEG_INFINITY;
+                    for (position, &d) in bin.iter().enumerate() {
+                        let v = values[d as usize];
+                        // Strictly greater: ties keep the lower position. Zeros do not compete.
+                        if v != 0.0 && v > best {
+                            best = v;
+                            *winner = position as u32;
+                        }
+                    }
                 }
             }
-        });
+            Vector::Sparse { .. } => {
+                buf.acc.clear();
+                buf.acc.resize(num_bins, f32::NEG_INFINITY);
+                let (best, winner) = (&mut buf.acc[..], &mut buf.aux[..]);
+                x.for_each_nonzero(|d, v| {
+                    for slot in &self.slots[self.offsets[d] as usize..self.offsets[d + 1] as usize]
+                    {
+                        let b = slot.bin as usize;
+                        // Ties go to the lower position, as in the dense path, so the result
+                        // is independent of the order in which nonzeros arrive.
+                        if v > best[b] || (v == best[b] && slot.position < winner[b]) {
+                            best[b] = v;
+                            winner[b] = slot.position;
+                        }
+                    }
+                });
+            }
+        }
         buf.raw.resize(num_bins, 0);
         match self.mode {
             WtaMode::Plain => {

@@ -107,12 +107,25 @@ fn rebuilt_with_threads(threads: usize, policy: BucketPolicy) -> HashTables {
         tables.rebuild_dense(&family, &rows, dim).unwrap();
         // A second rebuild reuses the buffers and draws new reservoir choices.
         tables.rebuild_dense(&family, &rows, dim).unwrap();
+        // Parallel batch inserts on top: the first 5,000 rows once more, in reverse order.
+        let mut buffer = slide_lsh::CodeBuffer::new();
+        let ids: Vec<u32> = (0..5_000u32).rev().collect();
+        let codes: Vec<u32> = ids
+            .iter()
+            .flat_map(|&id| {
+                let row = Vector::Dense(&rows[id as usize * dim..][..dim]);
+                slide_lsh::HashFamily::hash(&family, row, &mut buffer)
+                    .unwrap()
+                    .to_vec()
+            })
+            .collect();
+        tables.insert_many(&ids, &codes).unwrap();
     });
     tables
 }
 
 #[test]
-fn parallel_rebuild_is_identical_with_one_and_two_threads() {
+fn parallel_rebuild_and_batch_insert_are_identical_with_one_and_two_threads() {
     for policy in [BucketPolicy::Fifo, BucketPolicy::Reservoir] {
         let one = rebuilt_with_threads(1, policy);
         let two = rebuilt_with_threads(2, policy);

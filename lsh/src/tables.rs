@@ -139,13 +139,14 @@ pub struct HashTables {
     config: TablesConfig,
     generation: u64,
     tables: Vec<Table>,
-    /// Every id's bucket codes from the last rebuild, id-major (`num_ids * L`).
+    /// Every id's bucket codes from the last rebuild (`num_ids * L`, rounded up to whole
+    /// blocks of `ROWS_PER_TASK` ids; table-major within a block).
     all_codes: Vec<u32>,
     /// One hashing buffer per worker thread of the pool that runs the rebuild.
     code_buffers: Vec<Mutex<CodeBuffer>>,
 }
 
-/// Rows hashed per parallel task during a rebuild.
+/// Rows hashed per parallel task during a rebuild, and the block size of the stored codes.
 const ROWS_PER_TASK: usize = 64;
 
 #[derive(Debug, Clone)]
@@ -389,18 +390,25 @@ impl HashTables {
         if self.code_buffers.len() < threads {
             self.code_buffers.resize_with(threads, Default::default);
         }
-        self.all_codes.resize(num_ids * l, 0);
+        // Codes are stored in blocks of ROWS_PER_TASK ids, table-major inside a block, so
+        // each hashing task writes one contiguous block and each table then reads its own
+        // codes in runs of ROWS_PER_TASK consecutive values instead of one per cache line.
+        let blocks = num_ids.div_ceil(ROWS_PER_TASK);
+        self.all_codes.resize(blocks * ROWS_PER_TASK * l, 0);
         let buffers = &self.code_buffers;
         self.all_codes
             .par_chunks_mut(ROWS_PER_TASK * l)
             .enumerate()
-            .try_for_each(|(task, chunk)| -> Result<()> {
+            .try_for_each(|(task, block)| -> Result<()> {
                 let worker = rayon::current_thread_index().unwrap_or(0) % buffers.len();
                 // Each worker locks only its own buffer, so the lock is never contended.
                 let mut buffer = buffers[worker].lock().unwrap_or_else(|e| e.into_inner());
                 let first = task * ROWS_PER_TASK;
-                for (i, out) in chunk.chunks_exact_mut(l).enumerate() {
-                    out.copy_from_slice(family.hash(row((first + i) as u32), &mut buffer)?);
+                for r in 0..ROWS_PER_TASK.min(num_ids - first) {
+                    let codes = family.hash(row((first + r) as u32), &mut buffer)?;
+                    for (t, &code) in codes.iter().enumerate() {
+                        block[t * ROWS_PER_TASK + r] = code;
+                    }
                 }
                 Ok(())
             })?;
@@ -411,7 +419,12 @@ impl HashTables {
             .par_iter_mut()
             .enumerate()
             .for_each(|(t, table)| {
-                table.build(codes.iter().skip(t).step_by(l).copied(), capacity, policy);
+                let table_codes = codes
+                    .chunks_exact(ROWS_PER_TASK * l)
+                    .flat_map(move |block| &block[t * ROWS_PER_TASK..(t + 1) * ROWS_PER_TASK])
+                    .copied()
+                    .take(num_ids);
+                table.build(table_codes, capacity, policy);
             });
         Ok(())
     }

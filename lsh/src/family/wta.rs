@@ -50,9 +50,10 @@ pub struct Wta {
     /// inputs walk this: work proportional to their nonzeros.
     offsets: Vec<u32>,
     slots: Vec<Slot>,
-    /// Bin-major: `bins[b * bin_len + position]` is the coordinate in that slot. Dense
-    /// inputs walk this: a gather and a running maximum per bin, no scattered writes.
-    bins: Vec<u32>,
+    /// Position-major: `by_position[position * num_bins + b]` is the coordinate in that slot
+    /// of bin `b`. Dense inputs walk this: one gather, then for each position a running
+    /// maximum over all bins at once, which the compiler vectorises across bins.
+    by_position: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -107,7 +108,10 @@ impl Wta {
                 pairs.push((d, slot));
             }
         }
-        let bins = pairs.iter().map(|&(d, _)| d).collect();
+        let mut by_position = vec![0u32; total];
+        for &(d, slot) in &pairs {
+            by_position[slot.position as usize * num_bins + slot.bin as usize] = d;
+        }
         let (offsets, slots) = by_coordinate(dim, &pairs);
         let bits = bin_size.trailing_zeros();
         Ok(Wta {
@@ -121,7 +125,7 @@ impl Wta {
             salt: mix64(seed ^ 0x6477_7461_2064_656e),
             offsets,
             slots,
-            bins,
+            by_position,
         })
     }
 
@@ -161,15 +165,22 @@ impl HashFamily for Wta {
         buf.aux.resize(num_bins, EMPTY);
         match x {
             Vector::Dense(values) => {
-                for (winner, bin) in buf.aux.iter_mut().zip(self.bins.chunks_exact(self.bin_len)) {
-                    let mut best = f32::NEG_INFINITY;
-                    for (position, &d) in bin.iter().enumerate() {
-                        let v = values[d as usize];
-                        // Strictly greater: ties keep the lower position. Zeros do not compete.
-                        if v != 0.0 && v > best {
-                            best = v;
-                            *winner = position as u32;
-                        }
+                buf.acc.clear();
+                buf.acc
+                    .resize(self.by_position.len() + num_bins, f32::NEG_INFINITY);
+                let (gathered, best) = buf.acc.split_at_mut(self.by_position.len());
+                for (g, &d) in gathered.iter_mut().zip(&self.by_position) {
+                    *g = values[d as usize];
+                }
+                for (position, row) in gathered.chunks_exact(num_bins).enumerate() {
+                    let position = position as u32;
+                    for ((b, w), &v) in best.iter_mut().zip(buf.aux.iter_mut()).zip(row) {
+                        // Zeros do not compete; strictly greater keeps the lower position on
+                        // ties. Written as selects so the loop vectorises across bins.
+                        let v = if v != 0.0 { v } else { f32::NEG_INFINITY };
+                        let better = v > *b;
+                        *b = if better { v } else { *b };
+                        *w = if better { position } else { *w };
                     }
                 }
             }

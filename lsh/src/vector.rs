@@ -6,7 +6,9 @@ use crate::error::{LshError, Result};
 ///
 /// A vector hashes to the same codes whichever representation carries it: a dense slice and
 /// the sparse list of its nonzero entries are interchangeable. Sparse indices must be distinct;
-/// their order does not matter.
+/// their order does not matter, with one floating-point caveat: SimHash adds the entries in
+/// the order they arrive, so a projection within rounding error of zero can take the other
+/// sign for a sparse list that is not in ascending index order.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Vector<'a> {
     /// Every coordinate, `len() == dim`.

@@ -45,11 +45,16 @@ enum Layout {
         offsets: Vec<u32>,
         entries: Vec<u32>,
     },
-    /// `dim x (K * L)` row-major: row `d` holds every direction's `d`-th component.
-    Gaussian { columns: Vec<f32> },
+    /// `dim x (K * L)` row-major: row `d` holds every direction's `d`-th component. Used for
+    /// Gaussian directions, and for sparse ones while the matrix has at most
+    /// `DENSE_COLUMNS_MAX` entries (a scattered add per entry costs more than a dense,
+    /// vectorised axpy at a density of 1/3).
+    Columns { columns: Vec<f32> },
 }
 
 const SIGN_BIT: u32 = 1 << 31;
+/// Largest `dim * K * L` for which sparse directions are expanded to a dense matrix (16 MB).
+const DENSE_COLUMNS_MAX: usize = 1 << 22;
 
 impl SimHash {
     /// Draws `K * L` directions for `dim`-dimensional inputs from `seed`.
@@ -84,8 +89,19 @@ impl SimHash {
                         pairs.push((order[slot], direction | sign));
                     }
                 }
-                let (offsets, entries) = by_coordinate(dim, &pairs);
-                Layout::Sparse { offsets, entries }
+                if dim * num_hashes <= DENSE_COLUMNS_MAX {
+                    // Small enough to expand: the same directions as a dense matrix of
+                    // +-1 and 0, so each nonzero input costs one vectorised axpy.
+                    let mut columns = vec![0.0f32; dim * num_hashes];
+                    for &(d, entry) in &pairs {
+                        let sign = if entry & SIGN_BIT != 0 { -1.0 } else { 1.0 };
+                        columns[d as usize * num_hashes + (entry & !SIGN_BIT) as usize] = sign;
+                    }
+                    Layout::Columns { columns }
+                } else {
+                    let (offsets, entries) = by_coordinate(dim, &pairs);
+                    Layout::Sparse { offsets, entries }
+                }
             }
             Projection::Gaussian => {
                 let len = dim
@@ -102,7 +118,7 @@ impl SimHash {
                         columns.push(b);
                     }
                 }
-                Layout::Gaussian { columns }
+                Layout::Columns { columns }
             }
         };
         Ok(SimHash {
@@ -152,7 +168,7 @@ impl HashFamily for SimHash {
                     acc[(entry & !SIGN_BIT) as usize] += signed;
                 }
             }),
-            Layout::Gaussian { columns } => x.for_each_nonzero(|d, v| {
+            Layout::Columns { columns } => x.for_each_nonzero(|d, v| {
                 let row = &columns[d * num_hashes..(d + 1) * num_hashes];
                 for (a, &r) in acc.iter_mut().zip(row) {
                     *a += v * r;

@@ -1,10 +1,78 @@
 //! # slide
 //!
 //! Sub-linear deep learning on CPUs: fully-connected layers whose active neurons are chosen
-//! per sample by locality-sensitive hashing, with hand-derived sparse passes and a sparse
-//! Adam optimizer.
+//! per sample by locality-sensitive hashing ([`lsh`], the `slide-lsh` crate), hand-derived
+//! sparse forward and backward passes, a threaded per-sample pipeline and a sparse Adam
+//! optimizer that touches only the rows a batch used.
 //!
-//! The hashing layer is the [`lsh`] crate (`slide-lsh`), re-exported here. The sparse layer,
-//! network and optimizer are being built on top of it.
+//! * [`SparseLayer`]: parameters in one contiguous, SIMD-padded allocation; neuron-major or
+//!   input-major storage; dense or LSH sampling.
+//! * [`Network`]: a stack of layers, softmax cross-entropy with multi-label soft targets,
+//!   [`Network::train_step`] (parallel over samples, then one Adam update per touched row,
+//!   identical for any thread count), table rebuilds on a [`RebuildSchedule`].
+//! * [`kernels`]: dot, axpy and the Adam row update in scalar, `wide` and AVX-512 forms.
+//!
+//! # Example
+//!
+//! Two Gaussian blobs in 4 dimensions, a hidden layer sampled by LSH:
+//!
+//! ```
+//! use slide::{
+//!     Activation, AdamConfig, DenseExamples, LayerConfig, LshConfig, Mode, Network,
+//!     NetworkConfig, RebuildSchedule, WeightLayout,
+//! };
+//! use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling};
+//!
+//! let mut data = DenseExamples { dim: 4, ..Default::default() };
+//! for i in 0..64 {
+//!     let class = (i % 2) as u32;
+//!     let sign = if class == 0 { 1.0 } else { -1.0 };
+//!     let wobble = (i as f32 * 0.37).sin() * 0.3;
+//!     data.inputs.extend([sign + wobble, sign - wobble, 0.5 * sign, wobble]);
+//!     data.classes.push(class);
+//! }
+//! let hidden = LayerConfig {
+//!     out_dim: 64,
+//!     activation: Activation::Relu,
+//!     layout: WeightLayout::NeuronMajor,
+//!     lsh: Some(LshConfig {
+//!         family: FamilyKind::SimHash(Projection::Gaussian),
+//!         params: LshParams { k: 2, l: 8, range_pow: 2 },
+//!         bucket_capacity: 64,
+//!         policy: BucketPolicy::Fifo,
+//!         sampling: Sampling::vanilla().with_min_active(16),
+//!     }),
+//! };
+//! let output = LayerConfig { out_dim: 2, activation: Activation::Softmax, layout: WeightLayout::NeuronMajor, lsh: None };
+//! let mut net = Network::new(NetworkConfig {
+//!     input_dim: 4,
+//!     layers: vec![hidden, output],
+//!     adam: AdamConfig { lr: 0.01, ..AdamConfig::default() },
+//!     rebuild: RebuildSchedule::Fixed { every: 10 },
+//!     seed: 7,
+//! })?;
+//! let all: Vec<usize> = (0..64).collect();
+//! let first = net.train_step(&data, &all)?.loss;
+//! for _ in 0..100 {
+//!     net.train_step(&data, &all)?;
+//! }
+//! let last = net.train_step(&data, &all)?.loss;
+//! assert!(last < 0.1 * first, "loss {first} -> {last}");
+//! assert_eq!(net.evaluate(&data, &all, Mode::EvalExact)?.precision_at_1, 1.0);
+//! # Ok::<(), slide::SlideError>(())
+//! ```
 
+pub mod data;
+pub mod error;
+pub mod kernels;
+pub mod layer;
+pub mod network;
+mod rows;
+
+pub use data::{DenseExamples, Examples, SparseExamples};
+pub use error::{Result, SlideError};
+pub use layer::{Activation, LayerConfig, LshConfig, Mode, SparseLayer, WeightLayout};
+pub use network::{
+    AdamConfig, EvalStats, LayerGradients, Network, NetworkConfig, RebuildSchedule, StepStats,
+};
 pub use slide_lsh as lsh;

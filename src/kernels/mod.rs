@@ -1,0 +1,126 @@
+//! Hot kernels: dot product, axpy and the Adam row update.
+//!
+//! Three implementations of each: [`scalar`] (the reference, plain loops), [`portable`]
+//! (`wide::f32x8`, which the workspace's `x86-64-v3` baseline compiles to AVX2 + FMA) and,
+//! on x86-64, AVX-512 intrinsics chosen at run time when the CPU has `avx512f`. [`kernels`]
+//! picks the table once, at first use; `SLIDE_KERNELS=scalar|portable|avx512` overrides the
+//! choice (an unavailable choice falls back to the best available). Every variant is
+//! property-tested against the scalar reference.
+//!
+//! Variants add in different orders, so results agree to rounding, not bit for bit; a run
+//! uses one table throughout, so training stays deterministic for any thread count.
+
+pub mod portable;
+pub mod scalar;
+#[cfg(target_arch = "x86_64")]
+pub mod x86_64;
+
+use std::sync::OnceLock;
+
+/// Bias-corrected Adam constants for one update of one row (see [`AdamStep::new`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamStep {
+    /// `lr / (1 - beta1^t)`.
+    pub step_size: f32,
+    /// `1 / sqrt(1 - beta2^t)`.
+    pub inv_sqrt_bias2: f32,
+    /// First-moment decay.
+    pub beta1: f32,
+    /// Second-moment decay.
+    pub beta2: f32,
+    /// Denominator guard.
+    pub eps: f32,
+}
+
+impl AdamStep {
+    /// The constants for the `t`-th update (`t >= 1`) of a parameter, as in PyTorch's Adam:
+    /// `w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`.
+    pub fn new(lr: f32, beta1: f32, beta2: f32, eps: f32, t: u32) -> Self {
+        let t = t.max(1) as i32;
+        let bias1 = 1.0 - f64::from(beta1).powi(t);
+        let bias2 = 1.0 - f64::from(beta2).powi(t);
+        AdamStep {
+            step_size: (f64::from(lr) / bias1) as f32,
+            inv_sqrt_bias2: (1.0 / bias2.sqrt()) as f32,
+            beta1,
+            beta2,
+            eps,
+        }
+    }
+}
+
+/// One set of kernel implementations.
+#[derive(Debug, Clone, Copy)]
+pub struct Kernels {
+    /// Which set this is: `"scalar"`, `"portable"` or `"avx512"`.
+    pub name: &'static str,
+    /// `sum(a[i] * b[i])` over the shorter length.
+    pub dot: fn(&[f32], &[f32]) -> f32,
+    /// `y[i] += alpha * x[i]` over the shorter length.
+    pub axpy: fn(f32, &[f32], &mut [f32]),
+    /// Adam on one row: `m = b1 m + (1-b1) g`, `v = b2 v + (1-b2) g^2`,
+    /// `w -= step_size * m / (sqrt(v) * inv_sqrt_bias2 + eps)`. All slices equally long.
+    pub adam: AdamFn,
+}
+
+/// Signature of the Adam row kernel: `(w, g, m, v, step)`.
+pub type AdamFn = fn(&mut [f32], &[f32], &mut [f32], &mut [f32], &AdamStep);
+
+/// The scalar reference kernels.
+pub const SCALAR: Kernels = Kernels {
+    name: "scalar",
+    dot: scalar::dot,
+    axpy: scalar::axpy,
+    adam: scalar::adam,
+};
+
+/// The `wide::f32x8` kernels.
+pub const PORTABLE: Kernels = Kernels {
+    name: "portable",
+    dot: portable::dot,
+    axpy: portable::axpy,
+    adam: portable::adam,
+};
+
+/// The AVX-512 kernels, if this CPU has AVX-512F.
+pub fn avx512() -> Option<Kernels> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return Some(x86_64::AVX512);
+        }
+    }
+    None
+}
+
+/// Every kernel set this CPU can run, the reference first.
+pub fn available() -> Vec<Kernels> {
+    let mut sets = vec![SCALAR, PORTABLE];
+    sets.extend(avx512());
+    sets
+}
+
+/// The kernel set in use, chosen once: the best available, unless `SLIDE_KERNELS` names
+/// another.
+pub fn kernels() -> &'static Kernels {
+    static CHOSEN: OnceLock<Kernels> = OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        let best = avx512().unwrap_or(PORTABLE);
+        match std::env::var("SLIDE_KERNELS").as_deref() {
+            Ok("scalar") => SCALAR,
+            Ok("portable") => PORTABLE,
+            _ => best,
+        }
+    })
+}
+
+/// `sum(w[indices[i]] * values[i])`: a dot product with a sparse vector. Indices must be
+/// below `w.len()` (checked, like slice indexing).
+#[inline]
+pub fn sparse_dot(w: &[f32], indices: &[u32], values: &[f32]) -> f32 {
+    indices
+        .iter()
+        .zip(values)
+        .map(|(&i, &v)| w[i as usize] * v)
+        .sum()
+}

@@ -1,0 +1,799 @@
+//! A stack of sparse layers, the threaded per-sample training step, the sparse Adam update
+//! and the table-rebuild schedule.
+
+use std::sync::Mutex;
+
+use rand::SeedableRng;
+use rand::rngs::Xoshiro256PlusPlus;
+use rayon::prelude::*;
+use slide_lsh::{LshError, Vector};
+
+use crate::data::Examples;
+use crate::error::{Result, SlideError, config_error};
+use crate::kernels::{AdamStep, kernels};
+use crate::layer::{
+    Activation, LayerConfig, LayerTrace, Mode, QueryBuffers, SparseLayer, WeightLayout,
+};
+use crate::rows::DisjointRows;
+
+/// Adam's hyper-parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamConfig {
+    /// Learning rate.
+    pub lr: f32,
+    /// First-moment decay.
+    pub beta1: f32,
+    /// Second-moment decay.
+    pub beta2: f32,
+    /// Denominator guard.
+    pub eps: f32,
+}
+
+impl Default for AdamConfig {
+    /// PyTorch's defaults except the learning rate, SLIDE's 1e-4.
+    fn default() -> Self {
+        AdamConfig {
+            lr: 1e-4,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        }
+    }
+}
+
+/// When LSH tables are rebuilt from the moving weights.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RebuildSchedule {
+    /// After every `every` steps.
+    Fixed {
+        /// Steps between rebuilds (at least 1).
+        every: u64,
+    },
+    /// The SLIDE paper's schedule: the first rebuild after `first` steps, each following
+    /// period `growth` times the previous one (the weights move less as training settles).
+    Exponential {
+        /// Steps before the first rebuild (at least 1).
+        first: u64,
+        /// Period growth factor (at least 1).
+        growth: f64,
+    },
+}
+
+/// Everything needed to build a [`Network`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetworkConfig {
+    /// Input dimension.
+    pub input_dim: usize,
+    /// Layers, input to output. The last must be a softmax layer.
+    pub layers: Vec<LayerConfig>,
+    /// Optimizer settings.
+    pub adam: AdamConfig,
+    /// Table-rebuild schedule for LSH layers.
+    pub rebuild: RebuildSchedule,
+    /// Seeds weights, hash families, tables and per-sample sampling.
+    pub seed: u64,
+}
+
+/// Counters of one training step, for tests and reports.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StepStats {
+    /// Mean cross-entropy over the batch.
+    pub loss: f64,
+    /// Samples in the batch.
+    pub samples: usize,
+    /// Multiply-adds of the forward, backward and update work.
+    pub multiply_adds: u64,
+    /// Stored weight rows updated, per layer (neurons for neuron-major layers, inputs for
+    /// input-major ones).
+    pub rows_touched: Vec<usize>,
+    /// Mean active neurons per sample, per layer.
+    pub active_per_sample: Vec<f64>,
+    /// Whether the LSH tables were rebuilt after this step.
+    pub rebuilt: bool,
+}
+
+/// Results of an evaluation pass.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EvalStats {
+    /// Samples evaluated.
+    pub samples: usize,
+    /// Share of samples whose highest-scoring output is one of their labels (P@1).
+    pub precision_at_1: f64,
+    /// Mean active output neurons per sample.
+    pub active_outputs: f64,
+}
+
+/// Gradients of the batch-mean loss for one layer, as computed by [`Network::gradients`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LayerGradients {
+    /// Stored rows with a nonzero gradient, increasing (neurons or inputs, by layout).
+    pub rows: Vec<u32>,
+    /// `rows.len()` rows of the stored row length (`in_dim` or `out_dim`).
+    pub weights: Vec<f32>,
+    /// Gradient of every bias (zero for neurons inactive in the whole batch).
+    pub bias: Vec<f32>,
+    /// The active neurons of each sample of the batch (all neurons for dense layers).
+    pub active: Vec<Vec<u32>>,
+}
+
+impl LayerGradients {
+    /// The gradient of the weight from `input` to `neuron` (0 if its row was not touched).
+    pub fn weight(&self, layout: WeightLayout, neuron: usize, input: usize) -> f32 {
+        let (row, col) = match layout {
+            WeightLayout::NeuronMajor => (neuron, input),
+            WeightLayout::InputMajor => (input, neuron),
+        };
+        let len = self.weights.len() / self.rows.len().max(1);
+        match self.rows.binary_search(&(row as u32)) {
+            Ok(k) => self.weights[k * len + col],
+            Err(_) => 0.0,
+        }
+    }
+}
+
+#[derive(Default)]
+struct SampleState {
+    traces: Vec<LayerTrace>,
+    loss: f64,
+    macs: u64,
+    correct: bool,
+}
+
+#[derive(Default)]
+struct ThreadScratch {
+    queries: Vec<Option<QueryBuffers>>,
+    gradient_row: Vec<f32>,
+}
+
+/// One sample's share of one stored row's gradient: `(row, sample)` orders the sum, and
+/// `position` locates the sample's scalar (its delta for a neuron-major row, its input value
+/// for an input-major row).
+#[derive(Debug, Clone, Copy)]
+struct Contribution {
+    row: u32,
+    sample: u32,
+    position: u32,
+}
+
+/// A feed-forward network of [`SparseLayer`]s trained with softmax cross-entropy and sparse
+/// Adam. See the crate documentation for an example.
+pub struct Network {
+    config: NetworkConfig,
+    layers: Vec<SparseLayer>,
+    step: u64,
+    next_rebuild: u64,
+    rebuild_period: f64,
+    batch_len: usize,
+    states: Vec<SampleState>,
+    scratch: Vec<Mutex<ThreadScratch>>,
+    contributions: Vec<Contribution>,
+    touched: Vec<u32>,
+    group_starts: Vec<u32>,
+    bias_gradient: Vec<f32>,
+}
+
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn validate(config: &NetworkConfig) -> Result<()> {
+    if config.input_dim == 0 {
+        return Err(config_error("network", "input_dim must be at least 1"));
+    }
+    let Some(last) = config.layers.last() else {
+        return Err(config_error("network", "needs at least one layer"));
+    };
+    if last.activation != Activation::Softmax {
+        return Err(config_error(
+            "output layer",
+            "must use the softmax activation",
+        ));
+    }
+    if let Some(i) = config.layers[..config.layers.len() - 1]
+        .iter()
+        .position(|l| l.activation == Activation::Softmax)
+    {
+        return Err(config_error(
+            format!("layer {i}"),
+            "softmax is only for the output layer",
+        ));
+    }
+    let a = config.adam;
+    if !(a.lr.is_finite() && a.lr > 0.0) {
+        return Err(config_error(
+            "adam",
+            format!("lr must be positive, got {}", a.lr),
+        ));
+    }
+    if !((0.0..1.0).contains(&a.beta1) && (0.0..1.0).contains(&a.beta2)) {
+        return Err(config_error("adam", "beta1 and beta2 must be in [0, 1)"));
+    }
+    if !(a.eps.is_finite() && a.eps > 0.0) {
+        return Err(config_error("adam", "eps must be positive"));
+    }
+    match config.rebuild {
+        RebuildSchedule::Fixed { every: 0 } | RebuildSchedule::Exponential { first: 0, .. } => Err(
+            config_error("rebuild schedule", "period must be at least 1 step"),
+        ),
+        RebuildSchedule::Exponential { growth, .. } if !(growth.is_finite() && growth >= 1.0) => {
+            Err(config_error(
+                "rebuild schedule",
+                "growth must be a finite number >= 1",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The input of layer `l` for a sample: the raw input for the first layer, the previous
+/// layer's output otherwise.
+fn layer_input<'a>(
+    traces: &'a [LayerTrace],
+    l: usize,
+    data: &'a dyn Examples,
+    sample: usize,
+) -> Vector<'a> {
+    if l == 0 {
+        data.input(sample)
+    } else {
+        traces[l - 1].as_input()
+    }
+}
+
+fn input_error(sample: usize, e: LshError) -> SlideError {
+    match e {
+        LshError::DimensionMismatch { expected, actual } => SlideError::InputDimension {
+            sample,
+            expected,
+            actual,
+        },
+        LshError::IndexOutOfRange { index, dim } => SlideError::InputDimension {
+            sample,
+            expected: dim,
+            actual: index as usize + 1,
+        },
+        other => SlideError::BadInput {
+            sample,
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// Forward pass, loss, and (when training) backward pass of one sample.
+#[allow(clippy::too_many_arguments)]
+fn run_sample(
+    layers: &[SparseLayer],
+    input_dim: usize,
+    data: &dyn Examples,
+    sample: usize,
+    mode: Mode,
+    rng: &mut Xoshiro256PlusPlus,
+    scratch: &mut ThreadScratch,
+    state: &mut SampleState,
+) -> Result<()> {
+    let input = data.input(sample);
+    input
+        .validate(input_dim)
+        .map_err(|e| input_error(sample, e))?;
+    let labels = data.labels(sample);
+    let last = layers.len() - 1;
+    let num_labels = layers[last].out_dim;
+    if let Some(&label) = labels.iter().find(|&&y| y as usize >= num_labels) {
+        return Err(SlideError::LabelOutOfRange {
+            sample,
+            label,
+            num_labels,
+        });
+    }
+    if mode == Mode::Train && labels.is_empty() {
+        return Err(SlideError::NoLabels { sample });
+    }
+    state.traces.resize_with(layers.len(), Default::default);
+    state.macs = 0;
+    for (l, layer) in layers.iter().enumerate() {
+        let (below, here) = state.traces.split_at_mut(l);
+        let x = if l == 0 {
+            input
+        } else {
+            below[l - 1].as_input()
+        };
+        let forced = if l == last { labels } else { &[] };
+        state.macs += layer.forward(
+            x,
+            forced,
+            mode,
+            rng,
+            scratch.queries[l].as_mut(),
+            &mut here[0],
+        )?;
+    }
+
+    // Softmax cross-entropy with soft targets 1/|y| on each label, over the active outputs.
+    let output = &mut state.traces[last];
+    let target = 1.0 / labels.len().max(1) as f32;
+    let position_of = |trace: &LayerTrace, label: u32| -> Option<usize> {
+        if trace.dense {
+            Some(label as usize)
+        } else {
+            trace.active.iter().position(|&id| id == label)
+        }
+    };
+    state.loss = 0.0;
+    for &label in labels {
+        // A label outside the active set (possible only when evaluating with LSH) has
+        // probability 0 there; its log is floored like any underflow.
+        let p = position_of(output, label).map_or(0.0, |k| output.out[k]);
+        state.loss -= f64::from(target) * f64::from(p.max(f32::MIN_POSITIVE)).ln();
+    }
+    let best = output
+        .out
+        .iter()
+        .enumerate()
+        .fold(
+            (0, f32::NEG_INFINITY),
+            |acc, (k, &p)| if p > acc.1 { (k, p) } else { acc },
+        );
+    state.correct = labels.contains(&output.id(best.0));
+    if mode != Mode::Train {
+        return Ok(());
+    }
+    output.delta.clear();
+    output.delta.extend_from_slice(&output.out);
+    for &label in labels {
+        if let Some(k) = position_of(output, label) {
+            output.delta[k] -= target;
+        }
+    }
+    for l in (1..=last).rev() {
+        let (below, here) = state.traces.split_at_mut(l);
+        state.macs += layers[l].backward_to(&here[0], &mut below[l - 1], layers[l - 1].activation);
+    }
+    Ok(())
+}
+
+/// The gradient of one stored row: the sum, in sample order, of `scale * c_s * vec_s` over
+/// the row's contributions, where `(c_s, vec_s)` is (the sample's delta for the neuron, the
+/// layer's input) for a neuron-major row and (the sample's input value, the layer's delta
+/// vector) for an input-major row. Returns the multiply-adds.
+#[allow(clippy::too_many_arguments)]
+fn accumulate_row(
+    layout: WeightLayout,
+    states: &[SampleState],
+    group: &[Contribution],
+    l: usize,
+    data: &dyn Examples,
+    batch: &[usize],
+    scale: f32,
+    g: &mut [f32],
+) -> u64 {
+    let k = kernels();
+    g.fill(0.0);
+    let mut macs = 0;
+    for c in group {
+        let traces = &states[c.sample as usize].traces;
+        let input = layer_input(traces, l, data, batch[c.sample as usize]);
+        match layout {
+            WeightLayout::NeuronMajor => {
+                let d = scale * traces[l].delta[c.position as usize];
+                match input {
+                    Vector::Dense(x) => {
+                        (k.axpy)(d, x, g);
+                        macs += x.len();
+                    }
+                    Vector::Sparse { indices, values } => {
+                        for (&i, &v) in indices.iter().zip(values) {
+                            g[i as usize] += d * v;
+                        }
+                        macs += indices.len();
+                    }
+                }
+            }
+            WeightLayout::InputMajor => {
+                let v = match input {
+                    Vector::Dense(x) => x[c.position as usize],
+                    Vector::Sparse { values, .. } => values[c.position as usize],
+                };
+                (k.axpy)(scale * v, &traces[l].delta, g);
+                macs += g.len();
+            }
+        }
+    }
+    macs as u64
+}
+
+impl Network {
+    /// Validates `config` and builds the network (weights initialised from the seed, LSH
+    /// tables built).
+    pub fn new(config: NetworkConfig) -> Result<Self> {
+        validate(&config)?;
+        let mut layers = Vec::with_capacity(config.layers.len());
+        let mut in_dim = config.input_dim;
+        for (i, layer) in config.layers.iter().enumerate() {
+            let seed = mix64(config.seed ^ mix64(i as u64 + 1));
+            layers.push(SparseLayer::new(in_dim, layer, seed).map_err(|e| match e {
+                SlideError::InvalidConfig { reason, .. } => {
+                    config_error(format!("layer {i}"), reason)
+                }
+                other => other,
+            })?);
+            in_dim = layer.out_dim;
+        }
+        let (next_rebuild, rebuild_period) = match config.rebuild {
+            RebuildSchedule::Fixed { every } => (every, every as f64),
+            RebuildSchedule::Exponential { first, .. } => (first, first as f64),
+        };
+        Ok(Network {
+            config,
+            layers,
+            step: 0,
+            next_rebuild,
+            rebuild_period,
+            batch_len: 0,
+            states: Vec::new(),
+            scratch: Vec::new(),
+            contributions: Vec::new(),
+            touched: Vec::new(),
+            group_starts: Vec::new(),
+            bias_gradient: Vec::new(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NetworkConfig {
+        &self.config
+    }
+
+    /// The layers, input first.
+    pub fn layers(&self) -> &[SparseLayer] {
+        &self.layers
+    }
+
+    /// Layer `i`, mutably (for tests and tools; call [`rebuild_tables`](Self::rebuild_tables)
+    /// after changing a sampled layer's weights by hand).
+    pub fn layer_mut(&mut self, i: usize) -> &mut SparseLayer {
+        &mut self.layers[i]
+    }
+
+    /// Training steps taken.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Rebuilds every LSH layer's tables from the current weights.
+    pub fn rebuild_tables(&mut self) -> Result<()> {
+        self.layers
+            .iter_mut()
+            .try_for_each(SparseLayer::rebuild_tables)
+    }
+
+    /// Heap bytes held by all layers (parameters, Adam state, tables).
+    pub fn memory_bytes(&self) -> usize {
+        self.layers.iter().map(SparseLayer::memory_bytes).sum()
+    }
+
+    /// One training step on the samples `batch` of `data` (indices into it): the samples'
+    /// forward and backward passes run in parallel, then every touched row gets one Adam
+    /// update, in parallel over rows, then the tables are rebuilt if the schedule says so.
+    /// The result is identical for any number of threads.
+    pub fn train_step(&mut self, data: &dyn Examples, batch: &[usize]) -> Result<StepStats> {
+        self.run_batch(data, batch, Mode::Train)?;
+        let mut stats = self.batch_stats();
+        let scale = 1.0 / batch.len() as f32;
+        for l in 0..self.layers.len() {
+            let (rows, macs) = self.update_layer(l, data, batch, scale);
+            stats.rows_touched.push(rows);
+            stats.multiply_adds += macs;
+        }
+        self.step += 1;
+        if self.step >= self.next_rebuild && self.layers.iter().any(SparseLayer::is_sampled) {
+            self.rebuild_tables()?;
+            stats.rebuilt = true;
+            if let RebuildSchedule::Exponential { growth, .. } = self.config.rebuild {
+                self.rebuild_period *= growth;
+            }
+            self.next_rebuild = self.step + (self.rebuild_period.round() as u64).max(1);
+        }
+        Ok(stats)
+    }
+
+    /// The gradients of the batch-mean loss, with the active sets the next
+    /// [`train_step`](Self::train_step) on the same batch would use, without changing the
+    /// network. For tests and the autodiff comparison; allocates its result.
+    pub fn gradients(
+        &mut self,
+        data: &dyn Examples,
+        batch: &[usize],
+    ) -> Result<Vec<LayerGradients>> {
+        self.run_batch(data, batch, Mode::Train)?;
+        let scale = 1.0 / batch.len() as f32;
+        let mut result = Vec::with_capacity(self.layers.len());
+        for l in 0..self.layers.len() {
+            self.group_layer(l, data, batch);
+            let layer = &self.layers[l];
+            let row_len = layer.row_len();
+            let mut weights = vec![0.0f32; self.touched.len() * row_len];
+            for (k, g) in weights.chunks_exact_mut(row_len).enumerate() {
+                let group = &self.contributions
+                    [self.group_starts[k] as usize..self.group_starts[k + 1] as usize];
+                accumulate_row(layer.layout, &self.states, group, l, data, batch, scale, g);
+            }
+            let mut bias = vec![0.0f32; layer.out_dim];
+            for state in &self.states[..batch.len()] {
+                let trace = &state.traces[l];
+                for (position, &d) in trace.delta.iter().enumerate() {
+                    bias[trace.id(position) as usize] += scale * d;
+                }
+            }
+            let active = self.states[..batch.len()]
+                .iter()
+                .map(|s| {
+                    let t = &s.traces[l];
+                    (0..t.len()).map(|p| t.id(p)).collect()
+                })
+                .collect();
+            result.push(LayerGradients {
+                rows: self.touched.clone(),
+                weights,
+                bias,
+                active,
+            });
+        }
+        Ok(result)
+    }
+
+    /// Evaluates the samples `batch` of `data`: P@1 with every neuron active
+    /// ([`Mode::EvalExact`]) or with LSH sampling and no forced labels ([`Mode::EvalLsh`];
+    /// [`Mode::Train`] is read as that).
+    pub fn evaluate(
+        &mut self,
+        data: &dyn Examples,
+        batch: &[usize],
+        mode: Mode,
+    ) -> Result<EvalStats> {
+        if batch.is_empty() {
+            return Ok(EvalStats::default());
+        }
+        let mode = if mode == Mode::Train {
+            Mode::EvalLsh
+        } else {
+            mode
+        };
+        self.run_batch(data, batch, mode)?;
+        let states = &self.states[..batch.len()];
+        let correct = states.iter().filter(|s| s.correct).count();
+        let last = self.layers.len() - 1;
+        let active: usize = states.iter().map(|s| s.traces[last].len()).sum();
+        Ok(EvalStats {
+            samples: batch.len(),
+            precision_at_1: correct as f64 / batch.len() as f64,
+            active_outputs: active as f64 / batch.len() as f64,
+        })
+    }
+
+    fn batch_stats(&self) -> StepStats {
+        let n = self.batch_len;
+        let states = &self.states[..n];
+        StepStats {
+            loss: states.iter().map(|s| s.loss).sum::<f64>() / n as f64,
+            samples: n,
+            multiply_adds: states.iter().map(|s| s.macs).sum(),
+            rows_touched: Vec::new(),
+            active_per_sample: (0..self.layers.len())
+                .map(|l| states.iter().map(|s| s.traces[l].len()).sum::<usize>() as f64 / n as f64)
+                .collect(),
+            rebuilt: false,
+        }
+    }
+
+    /// Forward (and, when training, backward) passes of every sample, in parallel.
+    fn run_batch(&mut self, data: &dyn Examples, batch: &[usize], mode: Mode) -> Result<()> {
+        if batch.is_empty() {
+            return Err(SlideError::EmptyBatch);
+        }
+        if let Some(&sample) = batch.iter().find(|&&s| s >= data.len()) {
+            return Err(SlideError::SampleOutOfRange {
+                sample,
+                len: data.len(),
+            });
+        }
+        let threads = rayon::current_num_threads();
+        while self.scratch.len() < threads {
+            let queries = self
+                .layers
+                .iter()
+                .map(SparseLayer::new_query_buffers)
+                .collect();
+            self.scratch.push(Mutex::new(ThreadScratch {
+                queries,
+                gradient_row: Vec::new(),
+            }));
+        }
+        if self.states.len() < batch.len() {
+            self.states.resize_with(batch.len(), Default::default);
+        }
+        self.batch_len = batch.len();
+        let layers = &self.layers;
+        let scratch = &self.scratch;
+        let step_seed = mix64(self.config.seed ^ mix64(self.step ^ 0x7374_6570));
+        let input_dim = self.config.input_dim;
+        self.states[..batch.len()]
+            .par_iter_mut()
+            .zip(batch)
+            .enumerate()
+            .try_for_each(|(position, (state, &sample))| {
+                let worker = rayon::current_thread_index().unwrap_or(0) % scratch.len();
+                // Each worker locks only its own scratch, so the lock is never contended.
+                let mut scratch = scratch[worker].lock().unwrap_or_else(|e| e.into_inner());
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(step_seed ^ position as u64));
+                run_sample(
+                    layers,
+                    input_dim,
+                    data,
+                    sample,
+                    mode,
+                    &mut rng,
+                    &mut scratch,
+                    state,
+                )
+            })
+    }
+
+    /// Lists layer `l`'s contributions, sorted by (row, sample), and the row groups.
+    fn group_layer(&mut self, l: usize, data: &dyn Examples, batch: &[usize]) {
+        let layout = self.layers[l].layout;
+        let contributions = &mut self.contributions;
+        contributions.clear();
+        for (s, state) in self.states[..batch.len()].iter().enumerate() {
+            let sample = s as u32;
+            match layout {
+                WeightLayout::NeuronMajor => {
+                    let trace = &state.traces[l];
+                    contributions.extend((0..trace.len()).map(|p| Contribution {
+                        row: trace.id(p),
+                        sample,
+                        position: p as u32,
+                    }));
+                }
+                WeightLayout::InputMajor => match layer_input(&state.traces, l, data, batch[s]) {
+                    Vector::Dense(x) => {
+                        contributions.extend(x.iter().enumerate().filter(|(_, v)| **v != 0.0).map(
+                            |(i, _)| Contribution {
+                                row: i as u32,
+                                sample,
+                                position: i as u32,
+                            },
+                        ));
+                    }
+                    Vector::Sparse { indices, values } => {
+                        contributions.extend(
+                            indices
+                                .iter()
+                                .zip(values)
+                                .enumerate()
+                                .filter(|(_, (_, v))| **v != 0.0)
+                                .map(|(p, (&i, _))| Contribution {
+                                    row: i,
+                                    sample,
+                                    position: p as u32,
+                                }),
+                        );
+                    }
+                },
+            }
+        }
+        contributions.sort_unstable_by_key(|c| (c.row, c.sample));
+        self.touched.clear();
+        self.group_starts.clear();
+        for (k, c) in contributions.iter().enumerate() {
+            if self.touched.last() != Some(&c.row) {
+                self.touched.push(c.row);
+                self.group_starts.push(k as u32);
+            }
+        }
+        self.group_starts.push(contributions.len() as u32);
+    }
+
+    /// Sparse Adam on layer `l`: one update of every touched row (in parallel over rows) and
+    /// of every touched bias. Each row keeps its own update count `t`, used for Adam's bias
+    /// correction, so a row skipped for many steps resumes with the correction of its own
+    /// update history (its moments were not decayed meanwhile: "lazy" Adam, as TensorFlow's
+    /// LazyAdam). Returns (rows updated, multiply-adds).
+    fn update_layer(
+        &mut self,
+        l: usize,
+        data: &dyn Examples,
+        batch: &[usize],
+        scale: f32,
+    ) -> (usize, u64) {
+        self.group_layer(l, data, batch);
+        let adam = self.config.adam;
+        let Network {
+            layers,
+            states,
+            scratch,
+            contributions,
+            touched,
+            group_starts,
+            bias_gradient,
+            ..
+        } = self;
+        let layer = &mut layers[l];
+        let (layout, row_len, stride) = (layer.layout, layer.row_len(), layer.stride);
+        let states = &states[..batch.len()];
+        let (contributions, group_starts, scratch) = (&*contributions, &*group_starts, &*scratch);
+        let macs = std::sync::atomic::AtomicU64::new(0);
+        let rows = DisjointRows::new(
+            &mut layer.weights,
+            &mut layer.m,
+            &mut layer.v,
+            &mut layer.row_steps,
+            stride,
+        );
+        rows.par_for_each(touched, |k, row| {
+            let worker = rayon::current_thread_index().unwrap_or(0) % scratch.len();
+            let mut scratch = scratch[worker].lock().unwrap_or_else(|e| e.into_inner());
+            let g = &mut scratch.gradient_row;
+            g.resize(row_len, 0.0);
+            let group = &contributions[group_starts[k] as usize..group_starts[k + 1] as usize];
+            let spent = accumulate_row(layout, states, group, l, data, batch, scale, g);
+            *row.steps += 1;
+            let s = AdamStep::new(adam.lr, adam.beta1, adam.beta2, adam.eps, *row.steps);
+            (kernels().adam)(
+                &mut row.w[..row_len],
+                g,
+                &mut row.m[..row_len],
+                &mut row.v[..row_len],
+                &s,
+            );
+            macs.fetch_add(spent + row_len as u64, std::sync::atomic::Ordering::Relaxed);
+        });
+        // Biases: one per neuron. Neuron-major rows are neurons; an input-major layer has all
+        // its neurons active, so all its biases move.
+        let bias_count = match layout {
+            WeightLayout::NeuronMajor => touched.len(),
+            WeightLayout::InputMajor => layer.out_dim,
+        };
+        bias_gradient.clear();
+        bias_gradient.resize(bias_count, 0.0);
+        match layout {
+            WeightLayout::NeuronMajor => {
+                for (k, g) in bias_gradient.iter_mut().enumerate() {
+                    for c in &contributions[group_starts[k] as usize..group_starts[k + 1] as usize]
+                    {
+                        *g +=
+                            scale * states[c.sample as usize].traces[l].delta[c.position as usize];
+                    }
+                }
+            }
+            WeightLayout::InputMajor => {
+                for state in states {
+                    (kernels().axpy)(scale, &state.traces[l].delta, bias_gradient);
+                }
+            }
+        }
+        for (k, &g) in bias_gradient.iter().enumerate() {
+            let neuron = match layout {
+                WeightLayout::NeuronMajor => touched[k] as usize,
+                WeightLayout::InputMajor => k,
+            };
+            layer.bias_steps[neuron] += 1;
+            let s = AdamStep::new(
+                adam.lr,
+                adam.beta1,
+                adam.beta2,
+                adam.eps,
+                layer.bias_steps[neuron],
+            );
+            (kernels().adam)(
+                std::slice::from_mut(&mut layer.bias[neuron]),
+                &[g],
+                std::slice::from_mut(&mut layer.bias_m[neuron]),
+                std::slice::from_mut(&mut layer.bias_v[neuron]),
+                &s,
+            );
+        }
+        (touched.len(), macs.into_inner())
+    }
+}

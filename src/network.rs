@@ -572,6 +572,21 @@ impl Network {
         })
     }
 
+    /// The output layer's active neurons and their probabilities for sample `sample` of
+    /// `data`, in `mode` ([`Mode::Train`] forces the sample's labels into the active set).
+    pub fn outputs(
+        &mut self,
+        data: &dyn Examples,
+        sample: usize,
+        mode: Mode,
+    ) -> Result<Vec<(u32, f32)>> {
+        self.run_batch(data, &[sample], mode)?;
+        let trace = &self.states[0].traces[self.layers.len() - 1];
+        Ok((0..trace.len())
+            .map(|p| (trace.id(p), trace.out[p]))
+            .collect())
+    }
+
     fn batch_stats(&self) -> StepStats {
         let n = self.batch_len;
         let states = &self.states[..n];

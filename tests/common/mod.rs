@@ -1,0 +1,205 @@
+//! Shared helpers of the core crate's integration tests: configs, data, and a plain f64
+//! reference implementation of the network's loss.
+#![allow(dead_code)]
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling, Vector};
+use slide::{
+    Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LayerGradients, LshConfig,
+    Network, NetworkConfig, RebuildSchedule, SparseExamples, WeightLayout,
+};
+
+pub fn dense(out_dim: usize, activation: Activation) -> LayerConfig {
+    LayerConfig {
+        out_dim,
+        activation,
+        layout: WeightLayout::NeuronMajor,
+        lsh: None,
+    }
+}
+
+pub fn input_major(out_dim: usize, activation: Activation) -> LayerConfig {
+    LayerConfig {
+        out_dim,
+        activation,
+        layout: WeightLayout::InputMajor,
+        lsh: None,
+    }
+}
+
+/// An LSH-sampled layer: SimHash K=2, L=6, union of buckets, at least `min_active` neurons.
+pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> LayerConfig {
+    LayerConfig {
+        out_dim,
+        activation,
+        layout: WeightLayout::NeuronMajor,
+        lsh: Some(LshConfig {
+            family: FamilyKind::SimHash(Projection::Gaussian),
+            params: LshParams {
+                k: 3,
+                l: 4,
+                range_pow: 3,
+            },
+            bucket_capacity: 8,
+            policy: BucketPolicy::Fifo,
+            sampling: Sampling::vanilla()
+                .with_budget(min_active)
+                .with_min_active(min_active),
+        }),
+    }
+}
+
+pub fn network(input_dim: usize, layers: Vec<LayerConfig>, lr: f32, seed: u64) -> Network {
+    Network::new(NetworkConfig {
+        input_dim,
+        layers,
+        adam: AdamConfig {
+            lr,
+            ..AdamConfig::default()
+        },
+        rebuild: RebuildSchedule::Fixed { every: 5 },
+        seed,
+    })
+    .expect("valid config")
+}
+
+/// `n` dense samples of `dim` values in [-1, 1], one class below `classes` each.
+pub fn dense_data(n: usize, dim: usize, classes: u32, seed: u64) -> DenseExamples {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    DenseExamples {
+        dim,
+        inputs: (0..n * dim).map(|_| rng.random_range(-1.0..1.0)).collect(),
+        classes: (0..n).map(|_| rng.random_range(0..classes)).collect(),
+    }
+}
+
+/// Learnable sparse multi-label data: each label owns 4 features; a sample has 1-3 labels
+/// and their features (values in [0.5, 1.5]) plus 2 noise features.
+pub fn sparse_data(n: usize, dim: usize, labels: u32, seed: u64) -> SparseExamples {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let prototypes: Vec<Vec<u32>> = (0..labels)
+        .map(|_| (0..4).map(|_| rng.random_range(0..dim as u32)).collect())
+        .collect();
+    let mut data = SparseExamples::new();
+    for _ in 0..n {
+        let count = rng.random_range(1..=3usize);
+        let mut ys: Vec<u32> = Vec::new();
+        while ys.len() < count {
+            let y = rng.random_range(0..labels);
+            if !ys.contains(&y) {
+                ys.push(y);
+            }
+        }
+        let mut features: Vec<u32> = ys
+            .iter()
+            .flat_map(|&y| prototypes[y as usize].clone())
+            .collect();
+        features.extend((0..2).map(|_| rng.random_range(0..dim as u32)));
+        features.sort_unstable();
+        features.dedup();
+        let values: Vec<f32> = features
+            .iter()
+            .map(|_| rng.random_range(0.5..1.5))
+            .collect();
+        data.push(&features, &values, &ys);
+    }
+    data
+}
+
+/// The network's parameters in f64, `w[l][neuron][input]`, `b[l][neuron]`.
+#[derive(Clone)]
+pub struct Reference {
+    pub w: Vec<Vec<Vec<f64>>>,
+    pub b: Vec<Vec<f64>>,
+    pub activations: Vec<Activation>,
+}
+
+impl Reference {
+    pub fn of(net: &Network) -> Self {
+        let layers = net.layers();
+        Reference {
+            w: layers
+                .iter()
+                .map(|l| {
+                    (0..l.out_dim())
+                        .map(|j| (0..l.in_dim()).map(|i| f64::from(l.weight(j, i))).collect())
+                        .collect()
+                })
+                .collect(),
+            b: layers
+                .iter()
+                .map(|l| (0..l.out_dim()).map(|j| f64::from(l.bias(j))).collect())
+                .collect(),
+            activations: layers.iter().map(|l| l.activation()).collect(),
+        }
+    }
+
+    /// Output probabilities of one sample with every neuron active, or only `active[l]`
+    /// (inactive neurons output 0; the softmax runs over the active outputs).
+    pub fn forward(&self, input: &[f64], active: Option<&[&[u32]]>) -> Vec<f64> {
+        let mut a = input.to_vec();
+        for (l, (w, b)) in self.w.iter().zip(&self.b).enumerate() {
+            let ids: Vec<usize> = match active {
+                Some(sets) => sets[l].iter().map(|&j| j as usize).collect(),
+                None => (0..w.len()).collect(),
+            };
+            let mut out = vec![0.0; w.len()];
+            for &j in &ids {
+                out[j] = b[j] + w[j].iter().zip(&a).map(|(x, y)| x * y).sum::<f64>();
+            }
+            match self.activations[l] {
+                Activation::Relu => out.iter_mut().for_each(|z| *z = z.max(0.0)),
+                Activation::Linear => {}
+                Activation::Softmax => {
+                    let max = ids
+                        .iter()
+                        .map(|&j| out[j])
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    let sum: f64 = ids.iter().map(|&j| (out[j] - max).exp()).sum();
+                    let mut p = vec![0.0; w.len()];
+                    for &j in &ids {
+                        p[j] = (out[j] - max).exp() / sum;
+                    }
+                    out = p;
+                }
+            }
+            a = out;
+        }
+        a
+    }
+
+    /// Batch-mean cross-entropy with soft targets `1/|y|`.
+    pub fn loss(
+        &self,
+        data: &dyn Examples,
+        batch: &[usize],
+        active: Option<&[LayerGradients]>,
+    ) -> f64 {
+        let mut total = 0.0;
+        for (s, &i) in batch.iter().enumerate() {
+            let x = dense_input(data.input(i), self.w[0][0].len());
+            let sets: Option<Vec<&[u32]>> =
+                active.map(|g| g.iter().map(|layer| layer.active[s].as_slice()).collect());
+            let p = self.forward(&x, sets.as_deref());
+            let labels = data.labels(i);
+            for &y in labels {
+                total -= p[y as usize].ln() / labels.len() as f64;
+            }
+        }
+        total / batch.len() as f64
+    }
+}
+
+pub fn dense_input(v: Vector<'_>, dim: usize) -> Vec<f64> {
+    let mut x = vec![0.0; dim];
+    match v {
+        Vector::Dense(d) => x.iter_mut().zip(d).for_each(|(a, b)| *a = f64::from(*b)),
+        Vector::Sparse { indices, values } => {
+            for (&i, &v) in indices.iter().zip(values) {
+                x[i as usize] = f64::from(v);
+            }
+        }
+    }
+    x
+}

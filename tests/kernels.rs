@@ -1,0 +1,85 @@
+//! Every kernel variant the CPU supports against the scalar reference.
+
+use proptest::prelude::*;
+use slide::kernels::{AdamStep, SCALAR, available, kernels};
+
+fn vectors() -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
+    (0usize..300).prop_flat_map(|n| {
+        (
+            proptest::collection::vec(-10.0f32..10.0, n),
+            proptest::collection::vec(-10.0f32..10.0, n),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Dot products agree within rounding: |difference| <= 1e-5 * sum |a_i b_i| (+ tiny).
+    #[test]
+    fn dot_matches_scalar((a, b) in vectors()) {
+        let reference = (SCALAR.dot)(&a, &b);
+        let magnitude: f32 = a.iter().zip(&b).map(|(x, y)| (x * y).abs()).sum();
+        for k in available() {
+            let got = (k.dot)(&a, &b);
+            prop_assert!((got - reference).abs() <= 1e-5 * magnitude + 1e-6, "{}: {got} vs {reference}", k.name);
+        }
+    }
+
+    /// axpy touches every element once, so fused and unfused results differ by one rounding.
+    #[test]
+    fn axpy_matches_scalar((x, y) in vectors(), alpha in -3.0f32..3.0) {
+        let mut reference = y.clone();
+        (SCALAR.axpy)(alpha, &x, &mut reference);
+        for k in available() {
+            let mut got = y.clone();
+            (k.axpy)(alpha, &x, &mut got);
+            for (g, r) in got.iter().zip(&reference) {
+                prop_assert!((g - r).abs() <= 1e-5 * r.abs().max(1.0), "{}: {g} vs {r}", k.name);
+            }
+        }
+    }
+
+    #[test]
+    fn adam_matches_scalar(
+        (g, w) in vectors(),
+        t in 1u32..1000,
+        lr in 1e-4f32..1e-1,
+    ) {
+        let n = g.len();
+        let m0: Vec<f32> = g.iter().map(|x| x * 0.3).collect();
+        let v0: Vec<f32> = g.iter().map(|x| x * x * 0.7).collect();
+        let step = AdamStep::new(lr, 0.9, 0.999, 1e-8, t);
+        let (mut rw, mut rm, mut rv) = (w.clone(), m0.clone(), v0.clone());
+        (SCALAR.adam)(&mut rw, &g, &mut rm, &mut rv, &step);
+        for k in available() {
+            let (mut kw, mut km, mut kv) = (w.clone(), m0.clone(), v0.clone());
+            (k.adam)(&mut kw, &g, &mut km, &mut kv, &step);
+            for i in 0..n {
+                prop_assert!((km[i] - rm[i]).abs() <= 1e-5 * rm[i].abs().max(1e-3), "{} m", k.name);
+                prop_assert!((kv[i] - rv[i]).abs() <= 1e-5 * rv[i].abs().max(1e-3), "{} v", k.name);
+                // The update itself is at most about lr * 1/sqrt(1 - b2^t) / (1 - b1^t) in size.
+                prop_assert!((kw[i] - rw[i]).abs() <= 1e-5 * rw[i].abs().max(1.0), "{} w: {} vs {}", k.name, kw[i], rw[i]);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_chosen_kernels_are_the_best_available_unless_overridden() {
+    let names: Vec<&str> = available().iter().map(|k| k.name).collect();
+    assert_eq!(&names[..2], &["scalar", "portable"]);
+    if std::env::var("SLIDE_KERNELS").is_err() {
+        assert_eq!(kernels().name, *names.last().unwrap());
+    }
+    eprintln!("kernels available: {names:?}, chosen: {}", kernels().name);
+}
+
+#[test]
+fn adam_step_constants_follow_pytorch() {
+    let s = AdamStep::new(0.1, 0.9, 0.999, 1e-8, 1);
+    assert!((s.step_size - 1.0).abs() < 1e-6); // 0.1 / (1 - 0.9)
+    assert!((s.inv_sqrt_bias2 - 1.0 / 0.001f32.sqrt()).abs() < 1e-3);
+    let late = AdamStep::new(0.1, 0.9, 0.999, 1e-8, 100_000);
+    assert!((late.step_size - 0.1).abs() < 1e-6 && (late.inv_sqrt_bias2 - 1.0).abs() < 1e-6);
+}

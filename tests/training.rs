@@ -1,0 +1,313 @@
+//! The training step: determinism across thread counts, sparse Adam, counters, convergence,
+//! typed errors.
+
+mod common;
+
+use common::*;
+use slide::kernels::AdamStep;
+use slide::{
+    Activation, AdamConfig, Mode, Network, NetworkConfig, RebuildSchedule, SlideError, StepStats,
+};
+
+fn train(
+    net: &mut Network,
+    data: &dyn slide::Examples,
+    steps: usize,
+    batch: usize,
+) -> Vec<StepStats> {
+    let n = data.len();
+    (0..steps)
+        .map(|s| {
+            let indices: Vec<usize> = (0..batch).map(|i| (s * batch + i) % n).collect();
+            net.train_step(data, &indices).unwrap()
+        })
+        .collect()
+}
+
+fn all_parameters(net: &Network) -> Vec<u32> {
+    let mut bits = Vec::new();
+    for layer in net.layers() {
+        for j in 0..layer.out_dim() {
+            bits.push(layer.bias(j).to_bits());
+            for i in 0..layer.in_dim() {
+                bits.push(layer.weight(j, i).to_bits());
+                let (m, v, t) = layer.adam_state(j, i);
+                bits.extend([m.to_bits(), v.to_bits(), t]);
+            }
+        }
+    }
+    bits
+}
+
+/// LSH on both layers, table rebuilds every 5 steps: the same seed gives bit-identical
+/// weights, Adam state and losses with 1 and 2 threads.
+#[test]
+fn training_is_bit_identical_with_one_and_two_threads() {
+    let data = sparse_data(256, 60, 40, 1);
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut net = network(
+                60,
+                vec![
+                    sampled(48, Activation::Relu, 16),
+                    sampled(40, Activation::Softmax, 10),
+                ],
+                1e-2,
+                5,
+            );
+            let losses: Vec<u64> = train(&mut net, &data, 30, 32)
+                .iter()
+                .map(|s| s.loss.to_bits())
+                .collect();
+            (all_parameters(&net), losses)
+        })
+    };
+    let one = run(1);
+    let two = run(2);
+    assert_eq!(one.1, two.1, "losses differ");
+    assert!(one.0 == two.0, "parameters differ");
+}
+
+/// One step of Adam on a one-sample batch, against a hand computation from the gradient:
+/// t = 1, m = (1 - b1) g, v = (1 - b2) g^2, w -= lr / (1 - b1) * m / (sqrt(v / (1 - b2)) + eps),
+/// which is w -= lr * g / (|g| + eps) for the first step.
+#[test]
+fn one_adam_step_matches_a_hand_computed_step() {
+    let data = dense_data(1, 4, 3, 2);
+    let lr = 0.01;
+    let mut net = network(
+        4,
+        vec![dense(5, Activation::Relu), dense(3, Activation::Softmax)],
+        lr,
+        3,
+    );
+    let grads = net.gradients(&data, &[0]).unwrap();
+    let before = Reference::of(&net);
+    net.train_step(&data, &[0]).unwrap();
+    let mut checked = 0;
+    for j in 0..3 {
+        for i in 0..5 {
+            let g = f64::from(grads[1].weight(slide::WeightLayout::NeuronMajor, j, i));
+            let expected = before.w[1][j][i] - f64::from(lr) * g / (g.abs() + 1e-8);
+            let got = f64::from(net.layers()[1].weight(j, i));
+            assert!(
+                (got - expected).abs() < 1e-6,
+                "w[{j}][{i}]: {got} vs {expected}"
+            );
+            let (m, v, t) = net.layers()[1].adam_state(j, i);
+            assert_eq!(t, 1);
+            assert!((f64::from(m) - 0.1 * g).abs() < 1e-7);
+            assert!((f64::from(v) - 0.001 * g * g).abs() < 1e-9);
+            checked += usize::from(g != 0.0);
+        }
+    }
+    assert!(checked > 5, "too few nonzero gradients to check");
+}
+
+/// A row skipped for several steps keeps its own update count: its next update uses the
+/// bias correction of its second update (t = 2), not of the network's step count, and its
+/// moments were not decayed while it was skipped (lazy Adam).
+#[test]
+fn a_skipped_row_gets_the_bias_correction_of_its_own_update_count() {
+    // Input-major first layer: the rows are input features, touched only when nonzero.
+    let mut data = slide::SparseExamples::new();
+    data.push(&[0, 1], &[1.0, 0.5], &[0]);
+    data.push(&[2], &[1.0], &[1]);
+    let adam = AdamConfig {
+        lr: 0.01,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+    };
+    let mut net = Network::new(NetworkConfig {
+        input_dim: 3,
+        layers: vec![
+            input_major(4, Activation::Relu),
+            dense(2, Activation::Softmax),
+        ],
+        adam,
+        rebuild: RebuildSchedule::Fixed { every: 100 },
+        seed: 4,
+    })
+    .unwrap();
+    net.train_step(&data, &[0]).unwrap(); // feature 0's row: t = 1
+    let (m1, v1, t1) = net.layers()[0].adam_state(0, 0);
+    assert_eq!(t1, 1);
+    for _ in 0..5 {
+        net.train_step(&data, &[1]).unwrap(); // feature 0 untouched
+    }
+    assert_eq!(
+        net.layers()[0].adam_state(0, 0),
+        (m1, v1, 1),
+        "skipped row changed"
+    );
+    let w = net.layers()[0].weight(0, 0);
+    let g = net.gradients(&data, &[0]).unwrap()[0].weight(slide::WeightLayout::InputMajor, 0, 0);
+    net.train_step(&data, &[0]).unwrap();
+    let (m2, v2, t2) = net.layers()[0].adam_state(0, 0);
+    assert_eq!(t2, 2);
+    let m = adam.beta1 * m1 + (1.0 - adam.beta1) * g;
+    let v = adam.beta2 * v1 + (1.0 - adam.beta2) * g * g;
+    let s = AdamStep::new(adam.lr, adam.beta1, adam.beta2, adam.eps, 2);
+    let expected = w - s.step_size * m / (v.sqrt() * s.inv_sqrt_bias2 + s.eps);
+    // Kernels fuse multiply-adds, so allow float rounding (relative 1e-6).
+    assert!((m2 - m).abs() <= 1e-6 * m.abs(), "m {m2} vs {m}");
+    assert!((v2 - v).abs() <= 1e-6 * v.abs(), "v {v2} vs {v}");
+    assert!(g != 0.0, "the test needs a nonzero gradient");
+    assert!((net.layers()[0].weight(0, 0) - expected).abs() < 1e-7);
+    // The network took 7 steps; a step-count-7 correction would have given another value.
+    let wrong = AdamStep::new(adam.lr, adam.beta1, adam.beta2, adam.eps, 7);
+    let wrong_w = w - wrong.step_size * m / (v.sqrt() * wrong.inv_sqrt_bias2 + wrong.eps);
+    assert!((wrong_w - expected).abs() > 1e-4);
+}
+
+/// The optimizer's work follows the rows a batch touched: with a wide LSH output layer,
+/// rows updated per step equal the distinct active neurons of the batch, far below the
+/// layer width.
+#[test]
+fn rows_touched_follow_the_active_sets_not_the_layer_width() {
+    let data = sparse_data(64, 50, 2000, 6);
+    let mut net = network(
+        50,
+        vec![
+            input_major(32, Activation::Relu),
+            sampled(2000, Activation::Softmax, 20),
+        ],
+        1e-3,
+        7,
+    );
+    let stats = train(&mut net, &data, 4, 16);
+    for s in &stats {
+        assert!(s.active_per_sample[1] >= 20.0);
+        // At most 16 samples x (20 + labels) distinct neurons, well below 2,000.
+        assert!(s.rows_touched[1] <= 16 * 24, "{s:?}");
+        assert!(s.rows_touched[1] >= 20);
+        // Input-major rows: the distinct nonzero features of the batch.
+        assert!(s.rows_touched[0] <= 50);
+    }
+}
+
+/// Sparse multi-label data with an LSH output layer: training drives the loss down and P@1
+/// up. Measured: loss 3.33 -> 0.63 (mean of the last 10 steps) after 300 steps; exact P@1
+/// 0.990 on the training set.
+#[test]
+fn training_learns_a_separable_sparse_problem() {
+    let data = sparse_data(512, 200, 100, 8);
+    let mut net = network(
+        200,
+        vec![
+            input_major(64, Activation::Relu),
+            sampled(100, Activation::Softmax, 24),
+        ],
+        5e-3,
+        9,
+    );
+    let stats = train(&mut net, &data, 300, 64);
+    let first = stats[0].loss;
+    let last: f64 = stats[290..].iter().map(|s| s.loss).sum::<f64>() / 10.0;
+    let all: Vec<usize> = (0..512).collect();
+    let p1 = net
+        .evaluate(&data, &all, Mode::EvalExact)
+        .unwrap()
+        .precision_at_1;
+    eprintln!("loss {first:.3} -> {last:.3}, P@1 {p1:.3}");
+    assert!(last < 0.5 * first, "loss {first} -> {last}");
+    assert!(p1 > 0.8, "P@1 {p1}");
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let data = sparse_data(4, 10, 5, 10);
+    let mut net = network(
+        10,
+        vec![dense(4, Activation::Relu), dense(5, Activation::Softmax)],
+        1e-3,
+        11,
+    );
+    assert_eq!(
+        net.train_step(&data, &[]).unwrap_err(),
+        SlideError::EmptyBatch
+    );
+    assert_eq!(
+        net.train_step(&data, &[9]).unwrap_err(),
+        SlideError::SampleOutOfRange { sample: 9, len: 4 }
+    );
+    let mut wide = slide::SparseExamples::new();
+    wide.push(&[3, 12], &[1.0, 1.0], &[0]);
+    assert_eq!(
+        net.train_step(&wide, &[0]).unwrap_err(),
+        SlideError::InputDimension {
+            sample: 0,
+            expected: 10,
+            actual: 13
+        }
+    );
+    let mut bad_label = slide::SparseExamples::new();
+    bad_label.push(&[3], &[1.0], &[5]);
+    assert_eq!(
+        net.train_step(&bad_label, &[0]).unwrap_err(),
+        SlideError::LabelOutOfRange {
+            sample: 0,
+            label: 5,
+            num_labels: 5
+        }
+    );
+    let mut no_label = slide::SparseExamples::new();
+    no_label.push(&[3], &[1.0], &[]);
+    assert_eq!(
+        net.train_step(&no_label, &[0]).unwrap_err(),
+        SlideError::NoLabels { sample: 0 }
+    );
+    let mut nan = slide::SparseExamples::new();
+    nan.push(&[3], &[f32::NAN], &[1]);
+    assert!(matches!(
+        net.train_step(&nan, &[0]).unwrap_err(),
+        SlideError::BadInput { sample: 0, .. }
+    ));
+    let dense_wrong = dense_data(1, 9, 5, 1);
+    assert!(matches!(
+        net.train_step(&dense_wrong, &[0]).unwrap_err(),
+        SlideError::InputDimension {
+            expected: 10,
+            actual: 9,
+            ..
+        }
+    ));
+    // Nothing was trained by the failed calls.
+    assert_eq!(net.step(), 0);
+
+    let config = |layers| NetworkConfig {
+        input_dim: 10,
+        layers,
+        adam: AdamConfig::default(),
+        rebuild: RebuildSchedule::Fixed { every: 1 },
+        seed: 0,
+    };
+    let reason = |c| match Network::new(c) {
+        Err(SlideError::InvalidConfig { what, reason }) => format!("{what}: {reason}"),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("accepted"),
+    };
+    assert_eq!(reason(config(vec![])), "network: needs at least one layer");
+    assert_eq!(
+        reason(config(vec![dense(5, Activation::Relu)])),
+        "output layer: must use the softmax activation"
+    );
+    assert_eq!(
+        reason(config(vec![
+            dense(0, Activation::Relu),
+            dense(5, Activation::Softmax)
+        ])),
+        "layer 0: dimensions must be at least 1"
+    );
+    let mut lsh_input_major = sampled(5, Activation::Softmax, 2);
+    lsh_input_major.layout = slide::WeightLayout::InputMajor;
+    assert!(reason(config(vec![lsh_input_major])).contains("neuron-major"));
+    let mut c = config(vec![dense(5, Activation::Softmax)]);
+    c.adam.lr = f32::NAN;
+    assert!(reason(c).starts_with("adam: lr must be positive"));
+}

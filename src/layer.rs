@@ -117,6 +117,18 @@ pub(crate) struct LayerTrace {
 }
 
 impl LayerTrace {
+    /// Makes room for `n` neurons, so the passes never reallocate.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        for v in [&mut self.out, &mut self.delta] {
+            if v.capacity() < n {
+                v.reserve(n - v.len());
+            }
+        }
+        if self.active.capacity() < n {
+            self.active.reserve(n - self.active.len());
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.out.len()
     }
@@ -314,10 +326,19 @@ impl SparseLayer {
         Ok(())
     }
 
+    /// The most neurons one sample can activate when `forced` labels are forced in.
+    pub(crate) fn max_active(&self, forced: usize) -> usize {
+        match &self.lsh {
+            Some(lsh) => lsh.tables.max_sampled(&lsh.sampling, forced),
+            None => self.out_dim,
+        }
+    }
+
+    /// Per-thread query scratch, sized up front so no query allocates.
     pub(crate) fn new_query_buffers(&self) -> Option<QueryBuffers> {
-        self.lsh.as_ref().map(|_| QueryBuffers {
-            codes: CodeBuffer::new(),
-            query: QueryScratch::new(self.out_dim),
+        self.lsh.as_ref().map(|lsh| QueryBuffers {
+            codes: CodeBuffer::for_family(&lsh.family),
+            query: QueryScratch::for_tables(&lsh.tables),
         })
     }
 

@@ -300,6 +300,7 @@ fn run_sample(
             below[l - 1].as_input()
         };
         let forced = if l == last { labels } else { &[] };
+        here[0].reserve(layer.max_active(forced.len()));
         state.macs += layer.forward(
             x,
             forced,
@@ -478,8 +479,22 @@ impl Network {
     /// update, in parallel over rows, then the tables are rebuilt if the schedule says so.
     /// The result is identical for any number of threads.
     pub fn train_step(&mut self, data: &dyn Examples, batch: &[usize]) -> Result<StepStats> {
+        let mut stats = StepStats::default();
+        self.train_step_with(data, batch, &mut stats)?;
+        Ok(stats)
+    }
+
+    /// [`train_step`](Self::train_step) writing its counters into `stats`, whose buffers are
+    /// reused: once warm (buffers sized by earlier steps of similar batches), a step, table
+    /// rebuilds included, allocates nothing on the heap.
+    pub fn train_step_with(
+        &mut self,
+        data: &dyn Examples,
+        batch: &[usize],
+        stats: &mut StepStats,
+    ) -> Result<()> {
         self.run_batch(data, batch, Mode::Train)?;
-        let mut stats = self.batch_stats();
+        self.fill_batch_stats(stats);
         let scale = 1.0 / batch.len() as f32;
         for l in 0..self.layers.len() {
             let (rows, macs) = self.update_layer(l, data, batch, scale);
@@ -495,7 +510,7 @@ impl Network {
             }
             self.next_rebuild = self.step + (self.rebuild_period.round() as u64).max(1);
         }
-        Ok(stats)
+        Ok(())
     }
 
     /// The gradients of the batch-mean loss, with the active sets the next
@@ -587,19 +602,20 @@ impl Network {
             .collect())
     }
 
-    fn batch_stats(&self) -> StepStats {
+    fn fill_batch_stats(&self, stats: &mut StepStats) {
         let n = self.batch_len;
         let states = &self.states[..n];
-        StepStats {
-            loss: states.iter().map(|s| s.loss).sum::<f64>() / n as f64,
-            samples: n,
-            multiply_adds: states.iter().map(|s| s.macs).sum(),
-            rows_touched: Vec::new(),
-            active_per_sample: (0..self.layers.len())
-                .map(|l| states.iter().map(|s| s.traces[l].len()).sum::<usize>() as f64 / n as f64)
-                .collect(),
-            rebuilt: false,
-        }
+        stats.loss = states.iter().map(|s| s.loss).sum::<f64>() / n as f64;
+        stats.samples = n;
+        stats.multiply_adds = states.iter().map(|s| s.macs).sum();
+        stats.rows_touched.clear();
+        stats.active_per_sample.clear();
+        stats
+            .active_per_sample
+            .extend((0..self.layers.len()).map(|l| {
+                states.iter().map(|s| s.traces[l].len()).sum::<usize>() as f64 / n as f64
+            }));
+        stats.rebuilt = false;
     }
 
     /// Forward (and, when training, backward) passes of every sample, in parallel.
@@ -622,7 +638,13 @@ impl Network {
                 .collect();
             self.scratch.push(Mutex::new(ThreadScratch {
                 queries,
-                gradient_row: Vec::new(),
+                gradient_row: Vec::with_capacity(
+                    self.layers
+                        .iter()
+                        .map(SparseLayer::row_len)
+                        .max()
+                        .unwrap_or(0),
+                ),
             }));
         }
         if self.states.len() < batch.len() {
@@ -657,9 +679,32 @@ impl Network {
 
     /// Lists layer `l`'s contributions, sorted by (row, sample), and the row groups.
     fn group_layer(&mut self, l: usize, data: &dyn Examples, batch: &[usize]) {
-        let layout = self.layers[l].layout;
+        let layer = &self.layers[l];
+        let layout = layer.layout;
+        // Reserve for the most contributions the batch could produce, so that steps whose
+        // active sets grow do not reallocate: every neuron a sample could activate for a
+        // neuron-major layer, the samples' nonzero inputs for an input-major one.
+        let last = self.layers.len() - 1;
+        let most: usize = self.states[..batch.len()]
+            .iter()
+            .zip(batch)
+            .map(|(state, &i)| match layout {
+                WeightLayout::NeuronMajor => {
+                    layer.max_active(if l == last { data.labels(i).len() } else { 0 })
+                }
+                WeightLayout::InputMajor => layer_input(&state.traces, l, data, i).nnz(),
+            })
+            .sum();
+        for v in [&mut self.touched, &mut self.group_starts] {
+            if v.capacity() < most + 1 {
+                v.reserve(most + 1 - v.len());
+            }
+        }
         let contributions = &mut self.contributions;
         contributions.clear();
+        if contributions.capacity() < most {
+            contributions.reserve(most);
+        }
         for (s, state) in self.states[..batch.len()].iter().enumerate() {
             let sample = s as u32;
             match layout {

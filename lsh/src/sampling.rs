@@ -115,9 +115,27 @@ impl QueryScratch {
         }
     }
 
-    fn fit(&mut self, num_ids: usize, l: usize) {
+    /// Sizes the scratch for tables of `num_ids` ids and `l` tables whose buckets hold at
+    /// most `capacity` ids: no query can list more than `min(l * capacity, num_ids)`
+    /// candidates, so reserving that once keeps queries allocation-free.
+    /// Scratch sized for `tables`: queries on them never allocate, even the first.
+    pub fn for_tables(tables: &HashTables) -> Self {
+        let mut scratch = QueryScratch::new(tables.num_ids());
+        scratch.fit(
+            tables.num_ids(),
+            tables.num_tables(),
+            tables.config().bucket_capacity,
+        );
+        scratch
+    }
+
+    fn fit(&mut self, num_ids: usize, l: usize, capacity: usize) {
         if self.hits.len() < num_ids {
             self.hits.resize(num_ids, 0);
+        }
+        let most = l.saturating_mul(capacity).min(num_ids);
+        if self.candidates.capacity() < most {
+            self.candidates.reserve(most - self.candidates.len());
         }
         self.histogram.clear();
         self.histogram.resize(l + 1, 0);
@@ -133,6 +151,23 @@ impl QueryScratch {
 }
 
 impl HashTables {
+    /// The most ids [`sample`](Self::sample) can return with `forced` forced ids:
+    /// `max(forced + min(selected, L * bucket_capacity), min_active)`, at most `num_ids`,
+    /// where `selected` is the strategy's budget (or `k`).
+    pub fn max_sampled(&self, sampling: &Sampling, forced: usize) -> usize {
+        let union = self
+            .num_tables()
+            .saturating_mul(self.config().bucket_capacity);
+        let selected = match sampling.strategy {
+            Strategy::TopK { k } => k.min(union),
+            _ => sampling.budget.unwrap_or(usize::MAX).min(union),
+        };
+        forced
+            .saturating_add(selected)
+            .max(sampling.min_active)
+            .min(self.num_ids())
+    }
+
     /// The union of the buckets `codes` (one per table) with each id's hit count (the number
     /// of tables it was found in), in retrieval order (table 0 first).
     pub fn query(
@@ -142,7 +177,11 @@ impl HashTables {
         out: &mut Vec<(u32, u16)>,
     ) -> Result<()> {
         self.check_codes(codes, 1)?;
-        scratch.fit(self.num_ids(), self.num_tables());
+        scratch.fit(
+            self.num_ids(),
+            self.num_tables(),
+            self.config().bucket_capacity,
+        );
         self.gather(codes, 0, usize::MAX, scratch);
         out.clear();
         out.extend(
@@ -158,7 +197,8 @@ impl HashTables {
     /// The active set for one query: `forced` ids first (e.g. a sample's true labels), then
     /// the ids `sampling` selects among the candidates of the buckets `codes`, then random
     /// fill up to `sampling.min_active`. Every id appears once. Deterministic for a given
-    /// `rng` state.
+    /// `rng` state. At most [`max_sampled`](Self::max_sampled) ids: an `out` with that
+    /// capacity never reallocates.
     pub fn sample<R: Rng + ?Sized>(
         &self,
         codes: &[u32],
@@ -172,7 +212,7 @@ impl HashTables {
         self.check_ids(forced)?;
         sampling.validate(self.num_tables())?;
         let l = self.num_tables();
-        scratch.fit(self.num_ids(), l);
+        scratch.fit(self.num_ids(), l, self.config().bucket_capacity);
         out.clear();
         for &id in forced {
             if scratch.hits[id as usize] != SELECTED {

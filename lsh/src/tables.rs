@@ -388,7 +388,8 @@ impl HashTables {
         let (l, num_ids) = (self.config.l, self.config.num_ids);
         let threads = rayon::current_num_threads();
         if self.code_buffers.len() < threads {
-            self.code_buffers.resize_with(threads, Default::default);
+            self.code_buffers
+                .resize_with(threads, || Mutex::new(CodeBuffer::for_family(family)));
         }
         // Codes are stored in blocks of ROWS_PER_TASK ids, table-major inside a block, so
         // each hashing task writes one contiguous block and each table then reads its own

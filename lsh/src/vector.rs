@@ -39,6 +39,14 @@ impl<'a> Vector<'a> {
         Ok(Vector::Sparse { indices, values })
     }
 
+    /// Stored entries: the length of a dense vector, the number of sparse entries.
+    pub fn nnz(&self) -> usize {
+        match self {
+            Vector::Dense(values) => values.len(),
+            Vector::Sparse { indices, .. } => indices.len(),
+        }
+    }
+
     /// Checks the vector against a family's input dimension: dense length, sparse index
     /// range and slice lengths, and that every value is finite.
     pub fn validate(&self, dim: usize) -> Result<()> {

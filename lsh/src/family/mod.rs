@@ -86,6 +86,18 @@ impl CodeBuffer {
         Self::default()
     }
 
+    /// A buffer already sized for `family`: hashing with it never allocates, even the first
+    /// time. (It hashes the zero vector once, which exercises the largest scratch a family
+    /// uses.)
+    pub fn for_family<F: HashFamily + ?Sized>(family: &F) -> Self {
+        let mut buffer = CodeBuffer::new();
+        let zeros = vec![0.0f32; family.dim()];
+        family
+            .hash(Vector::Dense(&zeros), &mut buffer)
+            .expect("the zero vector of the family's dimension is valid input");
+        buffer
+    }
+
     /// The `L` bucket codes of the last [`HashFamily::hash`] call.
     pub fn codes(&self) -> &[u32] {
         &self.codes

@@ -1,0 +1,80 @@
+//! Steady-state training steps allocate nothing on the heap.
+//!
+//! A counting global allocator wraps the system allocator for this test binary only.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use common::*;
+use slide::{Activation, StepStats};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: defers every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System.alloc` above with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as for `dealloc`; `new_size` is passed on unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Sparse input, an input-major hidden layer and an LSH output layer with table rebuilds
+/// every 5 steps, on 2 threads. After two passes over the data (every batch seen, buffers
+/// sized), two more passes over the same batches allocate nothing.
+#[test]
+fn steady_state_steps_and_rebuilds_allocate_nothing() {
+    let data = sparse_data(256, 300, 500, 3);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        let mut net = network(
+            300,
+            vec![
+                input_major(64, Activation::Relu),
+                sampled(500, Activation::Softmax, 32),
+            ],
+            1e-3,
+            4,
+        );
+        let batches: Vec<Vec<usize>> = (0..8).map(|b| (b * 32..(b + 1) * 32).collect()).collect();
+        let mut stats = StepStats::default();
+        for _ in 0..2 {
+            for batch in &batches {
+                net.train_step_with(&data, batch, &mut stats).unwrap();
+            }
+        }
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        let mut rebuilds = 0;
+        for _ in 0..2 {
+            for batch in &batches {
+                net.train_step_with(&data, batch, &mut stats).unwrap();
+                rebuilds += usize::from(stats.rebuilt);
+            }
+        }
+        let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+        assert!(rebuilds >= 3, "the measured steps should include rebuilds");
+        assert_eq!(
+            allocations, 0,
+            "{allocations} heap allocations in 16 warm steps"
+        );
+    });
+}

@@ -342,9 +342,9 @@ impl SparseLayer {
         })
     }
 
-    /// Forward pass of one sample: picks the active neurons, computes their activations into
-    /// `trace`, and returns the multiply-adds spent. `input` has been validated.
-    pub(crate) fn forward(
+    /// Picks one sample's active neurons into `trace` (LSH layers in [`Mode::Train`] and
+    /// [`Mode::EvalLsh`]; every neuron otherwise). `input` has been validated.
+    pub(crate) fn select_active(
         &self,
         input: Vector<'_>,
         forced: &[u32],
@@ -352,28 +352,30 @@ impl SparseLayer {
         rng: &mut Xoshiro256PlusPlus,
         buffers: Option<&mut QueryBuffers>,
         trace: &mut LayerTrace,
-    ) -> Result<u64> {
+    ) -> Result<()> {
+        trace.dense = true;
+        if let (Some(lsh), Mode::Train | Mode::EvalLsh, Some(b)) = (&self.lsh, mode, buffers) {
+            let codes = lsh.family.hash(input, &mut b.codes)?;
+            let forced = if mode == Mode::Train { forced } else { &[] };
+            lsh.tables.sample(
+                codes,
+                &lsh.sampling,
+                forced,
+                rng,
+                &mut b.query,
+                &mut trace.active,
+            )?;
+            trace.dense = false;
+        }
+        Ok(())
+    }
+
+    /// Forward pass of one sample over the active neurons [`select_active`] chose: their
+    /// activations into `trace.out`. Returns the multiply-adds spent.
+    pub(crate) fn forward(&self, input: Vector<'_>, trace: &mut LayerTrace) -> u64 {
         let k = kernels();
-        let input_nnz = match input {
-            Vector::Dense(x) => x.len(),
-            Vector::Sparse { indices, .. } => indices.len(),
-        };
-        let sampled = match (&self.lsh, mode, buffers) {
-            (Some(lsh), Mode::Train | Mode::EvalLsh, Some(b)) => {
-                let codes = lsh.family.hash(input, &mut b.codes)?;
-                let forced = if mode == Mode::Train { forced } else { &[] };
-                lsh.tables.sample(
-                    codes,
-                    &lsh.sampling,
-                    forced,
-                    rng,
-                    &mut b.query,
-                    &mut trace.active,
-                )?;
-                true
-            }
-            _ => false,
-        };
+        let input_nnz = input.nnz();
+        let sampled = !trace.dense;
         trace.dense = !sampled;
         let active = if sampled {
             trace.active.len()
@@ -414,7 +416,7 @@ impl SparseLayer {
             Activation::Linear => {}
             Activation::Softmax => softmax_in_place(&mut trace.out),
         }
-        Ok((active * input_nnz) as u64)
+        (active * input_nnz) as u64
     }
 
     /// Back-propagates `trace.delta` (the loss gradient w.r.t. this layer's

@@ -73,6 +73,7 @@ pub use data::{DenseExamples, Examples, SparseExamples};
 pub use error::{Result, SlideError};
 pub use layer::{Activation, LayerConfig, LshConfig, Mode, SparseLayer, WeightLayout};
 pub use network::{
-    AdamConfig, EvalStats, LayerGradients, Network, NetworkConfig, RebuildSchedule, StepStats,
+    AdamConfig, EvalStats, LayerGradients, Network, NetworkConfig, PhaseTimes, RebuildSchedule,
+    StepStats,
 };
 pub use slide_lsh as lsh;

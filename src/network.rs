@@ -2,6 +2,7 @@
 //! and the table-rebuild schedule.
 
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -74,6 +75,33 @@ pub struct NetworkConfig {
     pub seed: u64,
 }
 
+/// Where a step's time went. `hashing`, `forward` and `backward` are summed over the
+/// batch's samples (thread time, larger than wall time on several threads); `update` and
+/// `rebuild` are wall time of phases that are parallel inside.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PhaseTimes {
+    /// Hashing inputs and querying tables (LSH layers).
+    pub hashing: Duration,
+    /// Computing the active neurons' activations (hashing excluded).
+    pub forward: Duration,
+    /// Back-propagating deltas.
+    pub backward: Duration,
+    /// Gradient accumulation and Adam.
+    pub update: Duration,
+    /// Table rebuilds.
+    pub rebuild: Duration,
+}
+
+impl std::ops::AddAssign for PhaseTimes {
+    fn add_assign(&mut self, other: Self) {
+        self.hashing += other.hashing;
+        self.forward += other.forward;
+        self.backward += other.backward;
+        self.update += other.update;
+        self.rebuild += other.rebuild;
+    }
+}
+
 /// Counters of one training step, for tests and reports.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StepStats {
@@ -90,6 +118,8 @@ pub struct StepStats {
     pub active_per_sample: Vec<f64>,
     /// Whether the LSH tables were rebuilt after this step.
     pub rebuilt: bool,
+    /// Where the time went.
+    pub times: PhaseTimes,
 }
 
 /// Results of an evaluation pass.
@@ -137,6 +167,7 @@ struct SampleState {
     loss: f64,
     macs: u64,
     correct: bool,
+    times: PhaseTimes,
 }
 
 #[derive(Default)]
@@ -292,6 +323,7 @@ fn run_sample(
     }
     state.traces.resize_with(layers.len(), Default::default);
     state.macs = 0;
+    state.times = PhaseTimes::default();
     for (l, layer) in layers.iter().enumerate() {
         let (below, here) = state.traces.split_at_mut(l);
         let x = if l == 0 {
@@ -301,7 +333,8 @@ fn run_sample(
         };
         let forced = if l == last { labels } else { &[] };
         here[0].reserve(layer.max_active(forced.len()));
-        state.macs += layer.forward(
+        let started = Instant::now();
+        layer.select_active(
             x,
             forced,
             mode,
@@ -309,6 +342,10 @@ fn run_sample(
             scratch.queries[l].as_mut(),
             &mut here[0],
         )?;
+        let selected = Instant::now();
+        state.macs += layer.forward(x, &mut here[0]);
+        state.times.hashing += selected - started;
+        state.times.forward += selected.elapsed();
     }
 
     // Softmax cross-entropy with soft targets 1/|y| on each label, over the active outputs.
@@ -347,10 +384,12 @@ fn run_sample(
             output.delta[k] -= target;
         }
     }
+    let started = Instant::now();
     for l in (1..=last).rev() {
         let (below, here) = state.traces.split_at_mut(l);
         state.macs += layers[l].backward_to(&here[0], &mut below[l - 1], layers[l - 1].activation);
     }
+    state.times.backward += started.elapsed();
     Ok(())
 }
 
@@ -496,14 +535,18 @@ impl Network {
         self.run_batch(data, batch, Mode::Train)?;
         self.fill_batch_stats(stats);
         let scale = 1.0 / batch.len() as f32;
+        let started = Instant::now();
         for l in 0..self.layers.len() {
             let (rows, macs) = self.update_layer(l, data, batch, scale);
             stats.rows_touched.push(rows);
             stats.multiply_adds += macs;
         }
+        stats.times.update = started.elapsed();
         self.step += 1;
         if self.step >= self.next_rebuild && self.layers.iter().any(SparseLayer::is_sampled) {
+            let started = Instant::now();
             self.rebuild_tables()?;
+            stats.times.rebuild = started.elapsed();
             stats.rebuilt = true;
             if let RebuildSchedule::Exponential { growth, .. } = self.config.rebuild {
                 self.rebuild_period *= growth;
@@ -616,6 +659,10 @@ impl Network {
                 states.iter().map(|s| s.traces[l].len()).sum::<usize>() as f64 / n as f64
             }));
         stats.rebuilt = false;
+        stats.times = PhaseTimes::default();
+        for state in states {
+            stats.times += state.times;
+        }
     }
 
     /// Forward (and, when training, backward) passes of every sample, in parallel.

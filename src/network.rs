@@ -790,7 +790,7 @@ impl Network {
                 },
             }
         }
-        contributions.sort_unstable_by_key(|c| (c.row, c.sample));
+        contributions.par_sort_unstable_by_key(|c| (c.row, c.sample));
         self.touched.clear();
         self.group_starts.clear();
         for (k, c) in contributions.iter().enumerate() {
@@ -831,13 +831,7 @@ impl Network {
         let states = &states[..batch.len()];
         let (contributions, group_starts, scratch) = (&*contributions, &*group_starts, &*scratch);
         let macs = std::sync::atomic::AtomicU64::new(0);
-        let rows = DisjointRows::new(
-            &mut layer.weights,
-            &mut layer.m,
-            &mut layer.v,
-            &mut layer.row_steps,
-            stride,
-        );
+        let rows = DisjointRows::new(&mut layer.params, &mut layer.row_steps, stride);
         rows.par_for_each(touched, |k, row| {
             let worker = rayon::current_thread_index().unwrap_or(0) % scratch.len();
             let mut scratch = scratch[worker].lock().unwrap_or_else(|e| e.into_inner());

@@ -12,16 +12,15 @@ pub(crate) struct RowMut<'a> {
     pub steps: &'a mut u32,
 }
 
-/// Row-aligned buffers (`rows x stride` floats, plus one `u32` per row) whose *distinct* rows
-/// may be updated from many threads at once.
+/// A layer's row blocks (`rows` blocks of `[w | m | v]`, each part `stride` floats, plus one
+/// `u32` update count per row) whose *distinct* rows may be updated from many threads at
+/// once.
 ///
 /// The only way in is [`DisjointRows::par_for_each`], which checks that the requested rows
 /// are strictly increasing, hence distinct, before handing any out: no two threads ever hold
 /// the same row, so the `&mut` slices never alias.
 pub(crate) struct DisjointRows<'a> {
-    w: *mut f32,
-    m: *mut f32,
-    v: *mut f32,
+    params: *mut f32,
     steps: *mut u32,
     rows: usize,
     stride: usize,
@@ -34,21 +33,33 @@ unsafe impl Send for DisjointRows<'_> {}
 // SAFETY: as above: shared access to `DisjointRows` only ever yields disjoint rows.
 unsafe impl Sync for DisjointRows<'_> {}
 
+/// How many rows ahead `par_for_each` prefetches.
+const PREFETCH_DISTANCE: usize = 4;
+
 impl<'a> DisjointRows<'a> {
-    /// Borrows the buffers; `w`, `m`, `v` are `steps.len() * stride` long.
-    pub(crate) fn new(
-        w: &'a mut [f32],
-        m: &'a mut [f32],
-        v: &'a mut [f32],
-        steps: &'a mut [u32],
-        stride: usize,
-    ) -> Self {
+    /// Hints the CPU to fetch row `r`'s block into cache. Never reads or writes the row.
+    #[inline]
+    fn prefetch(&self, r: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let block = self.params.wrapping_add(r * 3 * self.stride) as *const i8;
+            for line in (0..3 * self.stride * 4).step_by(64) {
+                // SAFETY: a prefetch is only a hint: it never faults and has no effect on
+                // program state, whatever the address (and this one is inside the buffer).
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(block.wrapping_add(line)) };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = r;
+    }
+
+    /// Borrows the buffers; `params` is `steps.len() * 3 * stride` long.
+    pub(crate) fn new(params: &'a mut [f32], steps: &'a mut [u32], stride: usize) -> Self {
         let rows = steps.len();
-        assert!(w.len() == rows * stride && m.len() == w.len() && v.len() == w.len());
+        assert_eq!(params.len(), rows * 3 * stride);
         DisjointRows {
-            w: w.as_mut_ptr(),
-            m: m.as_mut_ptr(),
-            v: v.as_mut_ptr(),
+            params: params.as_mut_ptr(),
             steps: steps.as_mut_ptr(),
             rows,
             stride,
@@ -72,19 +83,24 @@ impl<'a> DisjointRows<'a> {
             "row out of range"
         );
         rows.par_iter().enumerate().for_each(|(k, &r)| {
-            let start = r as usize * self.stride;
-            // SAFETY: `r < self.rows`, so the ranges lie inside the borrowed buffers; rows
-            // are distinct (strictly increasing), so no two calls create overlapping slices,
-            // and the buffers are exclusively borrowed for `'a`, which outlives this call.
-            let row = unsafe {
-                RowMut {
-                    w: std::slice::from_raw_parts_mut(self.w.add(start), self.stride),
-                    m: std::slice::from_raw_parts_mut(self.m.add(start), self.stride),
-                    v: std::slice::from_raw_parts_mut(self.v.add(start), self.stride),
-                    steps: &mut *self.steps.add(r as usize),
-                }
+            // The rows are scattered over a large matrix, so each update waits on memory;
+            // ask for a block a few rows ahead (rayon hands each thread consecutive rows).
+            if let Some(&ahead) = rows.get(k + PREFETCH_DISTANCE) {
+                self.prefetch(ahead as usize);
+            }
+            let start = r as usize * 3 * self.stride;
+            // SAFETY: `r < self.rows`, so the block lies inside the borrowed buffer; rows are
+            // distinct (strictly increasing), so no two calls create overlapping slices, and
+            // the buffers are exclusively borrowed for `'a`, which outlives this call.
+            let (block, steps) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(self.params.add(start), 3 * self.stride),
+                    &mut *self.steps.add(r as usize),
+                )
             };
-            f(k, row);
+            let (w, rest) = block.split_at_mut(self.stride);
+            let (m, v) = rest.split_at_mut(self.stride);
+            f(k, RowMut { w, m, v, steps });
         });
     }
 }

@@ -1,0 +1,272 @@
+//! Training-step throughput of slide at the paper's shapes, with the share of time per phase.
+//!
+//! ```text
+//! cargo run --release -p slide-benches --bin step_bench -- amazon [--k 6] [--l 50]
+//!     [--active 1024] [--steps 200] [--batch 128] [--rebuild-every 50]
+//!     [--rebuild-growth-permille 1000]   (1100: each rebuild period 1.1x the previous)
+//! cargo run --release -p slide-benches --bin step_bench -- mnist --hidden 65536 [...]
+//! ```
+//!
+//! Inputs are synthetic with the shapes' statistics (Amazon-670K: 75 nonzeros of 135,909
+//! features, 1-10 labels of 670,091; MNIST: 784 pixels, 80% zero, 10 classes); throughput
+//! does not depend on what the data mean.
+
+use std::time::Instant;
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
+use slide::{
+    Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LshConfig, Network,
+    NetworkConfig, PhaseTimes, RebuildSchedule, SparseExamples, StepStats, WeightLayout,
+};
+use slide_benches::{AMAZON_FEATURES, AMAZON_HIDDEN, AMAZON_LABELS, AMAZON_NNZ, sparse_vector};
+
+struct Options {
+    shape: String,
+    hidden: usize,
+    k: usize,
+    l: usize,
+    active: usize,
+    steps: usize,
+    batch: usize,
+    rebuild_every: u64,
+    /// Per mille: 1000 = fixed period, 1100 = each period 1.1 times the previous.
+    rebuild_growth: u64,
+}
+
+fn parse() -> Result<Options, String> {
+    let mut args = std::env::args().skip(1);
+    let shape = args
+        .next()
+        .ok_or("usage: step_bench amazon|mnist [options]")?;
+    let mut o = Options {
+        shape,
+        hidden: 1024,
+        k: 6,
+        l: 50,
+        active: 1024,
+        steps: 200,
+        batch: 128,
+        rebuild_every: 50,
+        rebuild_growth: 1000,
+    };
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+        let n: usize = value.parse().map_err(|e| format!("{flag} {value}: {e}"))?;
+        match flag.as_str() {
+            "--hidden" => o.hidden = n,
+            "--k" => o.k = n,
+            "--l" => o.l = n,
+            "--active" => o.active = n,
+            "--steps" => o.steps = n,
+            "--batch" => o.batch = n,
+            "--rebuild-every" => o.rebuild_every = n as u64,
+            "--rebuild-growth-permille" => o.rebuild_growth = n as u64,
+            _ => return Err(format!("unknown option {flag}")),
+        }
+    }
+    Ok(o)
+}
+
+fn lsh(o: &Options) -> LshConfig {
+    LshConfig {
+        family: FamilyKind::Dwta { bin_size: 8 },
+        // DWTA sub-hashes have 3 bits; beyond 18 bits the codes are folded into 2^18 buckets.
+        params: LshParams {
+            k: o.k,
+            l: o.l,
+            range_pow: (3 * o.k as u32).min(18),
+        },
+        bucket_capacity: 128,
+        policy: BucketPolicy::Fifo,
+        sampling: Sampling::vanilla()
+            .with_budget(o.active)
+            .with_min_active(o.active),
+    }
+}
+
+fn amazon_data(n: usize) -> SparseExamples {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    let mut data = SparseExamples::new();
+    for i in 0..n {
+        let (indices, values) = sparse_vector(AMAZON_FEATURES, AMAZON_NNZ, i as u64);
+        let count = rng.random_range(1..=10usize);
+        // Skewed label frequencies: squaring a uniform draw favours low ids.
+        let labels: Vec<u32> = (0..count)
+            .map(|_| (rng.random::<f64>().powi(2) * AMAZON_LABELS as f64) as u32)
+            .collect();
+        let mut labels = labels;
+        labels.sort_unstable();
+        labels.dedup();
+        data.push(&indices, &values, &labels);
+    }
+    data
+}
+
+fn mnist_data(n: usize) -> DenseExamples {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+    DenseExamples {
+        dim: 784,
+        inputs: (0..n * 784)
+            .map(|_| {
+                if rng.random::<f32>() < 0.8 {
+                    0.0
+                } else {
+                    rng.random()
+                }
+            })
+            .collect(),
+        classes: (0..n).map(|_| rng.random_range(0..10)).collect(),
+    }
+}
+
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn main() {
+    let o = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("step_bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let (input_dim, layers, data): (usize, Vec<LayerConfig>, Box<dyn Examples>) =
+        match o.shape.as_str() {
+            "amazon" => (
+                AMAZON_FEATURES,
+                vec![
+                    LayerConfig {
+                        out_dim: AMAZON_HIDDEN,
+                        activation: Activation::Relu,
+                        layout: WeightLayout::InputMajor,
+                        lsh: None,
+                    },
+                    LayerConfig {
+                        out_dim: AMAZON_LABELS,
+                        activation: Activation::Softmax,
+                        layout: WeightLayout::NeuronMajor,
+                        lsh: Some(lsh(&o)),
+                    },
+                ],
+                Box::new(amazon_data(4096)),
+            ),
+            "mnist" => (
+                784,
+                vec![
+                    LayerConfig {
+                        out_dim: o.hidden,
+                        activation: Activation::Relu,
+                        layout: WeightLayout::NeuronMajor,
+                        lsh: Some(lsh(&o)),
+                    },
+                    LayerConfig {
+                        out_dim: 10,
+                        activation: Activation::Softmax,
+                        layout: WeightLayout::NeuronMajor,
+                        lsh: None,
+                    },
+                ],
+                Box::new(mnist_data(4096)),
+            ),
+            other => {
+                eprintln!("step_bench: unknown shape {other} (amazon or mnist)");
+                std::process::exit(2);
+            }
+        };
+    let started = Instant::now();
+    let mut net = match Network::new(NetworkConfig {
+        input_dim,
+        layers,
+        adam: AdamConfig::default(),
+        rebuild: if o.rebuild_growth <= 1000 {
+            RebuildSchedule::Fixed {
+                every: o.rebuild_every,
+            }
+        } else {
+            RebuildSchedule::Exponential {
+                first: o.rebuild_every,
+                growth: o.rebuild_growth as f64 / 1000.0,
+            }
+        },
+        seed: 3,
+    }) {
+        Ok(net) => net,
+        Err(e) => {
+            eprintln!("step_bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    println!(
+        "{} shape, K={} L={}, active budget {}, batch {}, {} threads, kernels {}; built in {:.1} s, model + tables {:.0} MB",
+        o.shape,
+        o.k,
+        o.l,
+        o.active,
+        o.batch,
+        rayon::current_num_threads(),
+        slide::kernels::kernels().name,
+        started.elapsed().as_secs_f64(),
+        net.memory_bytes() as f64 / 1e6
+    );
+    let n = data.len();
+    let mut stats = StepStats::default();
+    let mut times = PhaseTimes::default();
+    let (mut active, mut rows, mut macs, mut rebuilds) = (0.0, 0usize, 0u64, 0);
+    // Warm-up steps, not measured.
+    for s in 0..3 {
+        let batch: Vec<usize> = (0..o.batch).map(|i| (s * o.batch + i) % n).collect();
+        net.train_step_with(data.as_ref(), &batch, &mut stats)
+            .expect("step");
+    }
+    let started = Instant::now();
+    for s in 0..o.steps {
+        let batch: Vec<usize> = (0..o.batch).map(|i| ((s + 3) * o.batch + i) % n).collect();
+        net.train_step_with(data.as_ref(), &batch, &mut stats)
+            .expect("step");
+        times += stats.times;
+        active += stats.active_per_sample.iter().sum::<f64>();
+        rows += stats.rows_touched.iter().sum::<usize>();
+        macs += stats.multiply_adds;
+        rebuilds += usize::from(stats.rebuilt);
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let steps = o.steps as f64;
+    let threads = rayon::current_num_threads() as f64;
+    let shares = [
+        ("hashing", times.hashing.as_secs_f64() / threads),
+        ("forward", times.forward.as_secs_f64() / threads),
+        ("backward", times.backward.as_secs_f64() / threads),
+        ("update", times.update.as_secs_f64()),
+        ("rebuild", times.rebuild.as_secs_f64()),
+    ];
+    let total: f64 = shares.iter().map(|s| s.1).sum();
+    println!(
+        "{:.0} samples/s ({:.1} ms/step over {} steps, {} rebuilds), {:.0} active neurons/sample, {:.0} rows updated/step, {:.1} M multiply-adds/step, peak RSS {:.0} MB",
+        o.batch as f64 * steps / wall,
+        wall / steps * 1e3,
+        o.steps,
+        rebuilds,
+        active / steps,
+        rows as f64 / steps,
+        macs as f64 / steps / 1e6,
+        peak_rss_mb()
+    );
+    let parts: Vec<String> = shares
+        .iter()
+        .map(|(name, t)| format!("{name} {:.1}%", 100.0 * t / total))
+        .collect();
+    println!(
+        "time shares (per-sample phases as thread time / threads): {}",
+        parts.join(", ")
+    );
+}

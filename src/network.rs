@@ -201,7 +201,13 @@ pub struct Network {
     touched: Vec<u32>,
     group_starts: Vec<u32>,
     bias_gradient: Vec<f32>,
+    /// Adam's bias-correction constants for update counts `1..=ADAM_TABLE`, so rows do not
+    /// recompute two powers each (the values are exactly `AdamStep::new`'s).
+    adam_steps: Vec<AdamStep>,
 }
+
+/// Update counts whose Adam constants are precomputed.
+const ADAM_TABLE: u32 = 4096;
 
 fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -460,6 +466,10 @@ impl Network {
             })?);
             in_dim = layer.out_dim;
         }
+        let a = config.adam;
+        let adam_steps = (1..=ADAM_TABLE)
+            .map(|t| AdamStep::new(a.lr, a.beta1, a.beta2, a.eps, t))
+            .collect();
         let (next_rebuild, rebuild_period) = match config.rebuild {
             RebuildSchedule::Fixed { every } => (every, every as f64),
             RebuildSchedule::Exponential { first, .. } => (first, first as f64),
@@ -477,6 +487,7 @@ impl Network {
             touched: Vec::new(),
             group_starts: Vec::new(),
             bias_gradient: Vec::new(),
+            adam_steps,
         })
     }
 
@@ -824,32 +835,53 @@ impl Network {
             touched,
             group_starts,
             bias_gradient,
+            adam_steps,
             ..
         } = self;
         let layer = &mut layers[l];
         let (layout, row_len, stride) = (layer.layout, layer.row_len(), layer.stride);
         let states = &states[..batch.len()];
         let (contributions, group_starts, scratch) = (&*contributions, &*group_starts, &*scratch);
-        let macs = std::sync::atomic::AtomicU64::new(0);
+        let adam_steps = &*adam_steps;
         let rows = DisjointRows::new(&mut layer.params, &mut layer.row_steps, stride);
-        rows.par_for_each(touched, |k, row| {
-            let worker = rayon::current_thread_index().unwrap_or(0) % scratch.len();
-            let mut scratch = scratch[worker].lock().unwrap_or_else(|e| e.into_inner());
-            let g = &mut scratch.gradient_row;
-            g.resize(row_len, 0.0);
-            let group = &contributions[group_starts[k] as usize..group_starts[k + 1] as usize];
-            let spent = accumulate_row(layout, states, group, l, data, batch, scale, g);
-            *row.steps += 1;
-            let s = AdamStep::new(adam.lr, adam.beta1, adam.beta2, adam.eps, *row.steps);
-            (kernels().adam)(
-                &mut row.w[..row_len],
-                g,
-                &mut row.m[..row_len],
-                &mut row.v[..row_len],
-                &s,
-            );
-            macs.fetch_add(spent + row_len as u64, std::sync::atomic::Ordering::Relaxed);
-        });
+        rows.par_for_each_init(
+            touched,
+            || {
+                // Each worker locks only its own scratch, once per run of rows.
+                let worker = rayon::current_thread_index().unwrap_or(0) % scratch.len();
+                scratch[worker].lock().unwrap_or_else(|e| e.into_inner())
+            },
+            |scratch, k, row| {
+                let g = &mut scratch.gradient_row;
+                g.resize(row_len, 0.0);
+                let group = &contributions[group_starts[k] as usize..group_starts[k + 1] as usize];
+                accumulate_row(layout, states, group, l, data, batch, scale, g);
+                *row.steps += 1;
+                let t = *row.steps as usize;
+                let s = match adam_steps.get(t - 1) {
+                    Some(s) => *s,
+                    None => AdamStep::new(adam.lr, adam.beta1, adam.beta2, adam.eps, *row.steps),
+                };
+                (kernels().adam)(
+                    &mut row.w[..row_len],
+                    g,
+                    &mut row.m[..row_len],
+                    &mut row.v[..row_len],
+                    &s,
+                );
+            },
+        );
+        // Counted here rather than in the parallel loop, which would contend on one counter.
+        let mut macs = (touched.len() * row_len) as u64;
+        for c in contributions.iter() {
+            macs += match layout {
+                WeightLayout::NeuronMajor => {
+                    let traces = &states[c.sample as usize].traces;
+                    layer_input(traces, l, data, batch[c.sample as usize]).nnz() as u64
+                }
+                WeightLayout::InputMajor => row_len as u64,
+            };
+        }
         // Biases: one per neuron. Neuron-major rows are neurons; an input-major layer has all
         // its neurons active, so all its biases move.
         let bias_count = match layout {
@@ -895,6 +927,6 @@ impl Network {
                 &s,
             );
         }
-        (touched.len(), macs.into_inner())
+        (touched.len(), macs)
     }
 }

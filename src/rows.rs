@@ -67,12 +67,15 @@ impl<'a> DisjointRows<'a> {
         }
     }
 
-    /// Calls `f(k, row)` for each `k`, with `row` the `rows[k]`-th row, in parallel.
+    /// Calls `f(state, k, row)` for each `k`, with `row` the `rows[k]`-th row, in parallel;
+    /// `state` comes from `init`, called once per run of rows a thread takes (rayon's
+    /// `for_each_init`), e.g. to lock that thread's scratch once rather than per row.
     /// Panics if `rows` is not strictly increasing or names a row out of range: that would
     /// be a bug in the caller, not bad user input.
-    pub(crate) fn par_for_each<F>(&self, rows: &[u32], f: F)
+    pub(crate) fn par_for_each_init<T, I, F>(&self, rows: &[u32], init: I, f: F)
     where
-        F: Fn(usize, RowMut<'_>) + Sync,
+        I: Fn() -> T + Sync + Send,
+        F: Fn(&mut T, usize, RowMut<'_>) + Sync + Send,
     {
         assert!(
             rows.windows(2).all(|p| p[0] < p[1]),
@@ -82,25 +85,27 @@ impl<'a> DisjointRows<'a> {
             rows.last().is_none_or(|&r| (r as usize) < self.rows),
             "row out of range"
         );
-        rows.par_iter().enumerate().for_each(|(k, &r)| {
-            // The rows are scattered over a large matrix, so each update waits on memory;
-            // ask for a block a few rows ahead (rayon hands each thread consecutive rows).
-            if let Some(&ahead) = rows.get(k + PREFETCH_DISTANCE) {
-                self.prefetch(ahead as usize);
-            }
-            let start = r as usize * 3 * self.stride;
-            // SAFETY: `r < self.rows`, so the block lies inside the borrowed buffer; rows are
-            // distinct (strictly increasing), so no two calls create overlapping slices, and
-            // the buffers are exclusively borrowed for `'a`, which outlives this call.
-            let (block, steps) = unsafe {
-                (
-                    std::slice::from_raw_parts_mut(self.params.add(start), 3 * self.stride),
-                    &mut *self.steps.add(r as usize),
-                )
-            };
-            let (w, rest) = block.split_at_mut(self.stride);
-            let (m, v) = rest.split_at_mut(self.stride);
-            f(k, RowMut { w, m, v, steps });
-        });
+        rows.par_iter()
+            .enumerate()
+            .for_each_init(init, |state, (k, &r)| {
+                // The rows are scattered over a large matrix, so each update waits on memory;
+                // ask for a block a few rows ahead (rayon hands each thread consecutive rows).
+                if let Some(&ahead) = rows.get(k + PREFETCH_DISTANCE) {
+                    self.prefetch(ahead as usize);
+                }
+                let start = r as usize * 3 * self.stride;
+                // SAFETY: `r < self.rows`, so the block lies inside the borrowed buffer; rows are
+                // distinct (strictly increasing), so no two calls create overlapping slices, and
+                // the buffers are exclusively borrowed for `'a`, which outlives this call.
+                let (block, steps) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(self.params.add(start), 3 * self.stride),
+                        &mut *self.steps.add(r as usize),
+                    )
+                };
+                let (w, rest) = block.split_at_mut(self.stride);
+                let (m, v) = rest.split_at_mut(self.stride);
+                f(state, k, RowMut { w, m, v, steps });
+            });
     }
 }

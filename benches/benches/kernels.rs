@@ -1,0 +1,47 @@
+//! The hot kernels, every variant this CPU supports, on row lengths slide uses.
+//!
+//! Run: `cargo bench -p slide-benches --bench kernels`
+
+use divan::{Bencher, black_box};
+use slide::kernels::{AdamStep, Kernels, available};
+
+fn main() {
+    divan::main();
+}
+
+fn variant(name: &str) -> Option<Kernels> {
+    available().into_iter().find(|k| k.name == name)
+}
+
+const VARIANTS: [&str; 3] = ["scalar", "portable", "avx512"];
+
+#[divan::bench(args = VARIANTS, consts = [128, 784])]
+fn dot<const N: usize>(bencher: Bencher, name: &str) {
+    let Some(k) = variant(name) else { return };
+    let a: Vec<f32> = (0..N).map(|i| (i as f32 * 0.1).sin()).collect();
+    let b: Vec<f32> = (0..N).map(|i| (i as f32 * 0.2).cos()).collect();
+    bencher
+        .counter(divan::counter::ItemsCount::new(N))
+        .bench_local(|| (k.dot)(black_box(&a), black_box(&b)));
+}
+
+#[divan::bench(args = VARIANTS, consts = [128, 784])]
+fn axpy<const N: usize>(bencher: Bencher, name: &str) {
+    let Some(k) = variant(name) else { return };
+    let x: Vec<f32> = (0..N).map(|i| (i as f32 * 0.1).sin()).collect();
+    let mut y = vec![0.0f32; N];
+    bencher
+        .counter(divan::counter::ItemsCount::new(N))
+        .bench_local(|| (k.axpy)(black_box(0.5), black_box(&x), &mut y));
+}
+
+#[divan::bench(args = VARIANTS, consts = [128, 784])]
+fn adam_row<const N: usize>(bencher: Bencher, name: &str) {
+    let Some(k) = variant(name) else { return };
+    let g: Vec<f32> = (0..N).map(|i| (i as f32 * 0.1).sin() * 1e-3).collect();
+    let (mut w, mut m, mut v) = (vec![0.1f32; N], vec![0.0f32; N], vec![0.0f32; N]);
+    let step = AdamStep::new(1e-3, 0.9, 0.999, 1e-8, 10);
+    bencher
+        .counter(divan::counter::ItemsCount::new(N))
+        .bench_local(|| (k.adam)(&mut w, black_box(&g), &mut m, &mut v, &step));
+}

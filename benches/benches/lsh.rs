@@ -78,11 +78,9 @@ fn hash_sparse_135909<const K: usize>(bencher: Bencher, name: &str) {
         });
 }
 
-/// Tables over the 670,091 output neurons of the Amazon-670K shape, filled from random
-/// 128-d weight rows with DWTA (K=6, L=50, 2^18 buckets of at most 128 ids), queried with a
-/// ReLU activation. Sampling: top-k (k = 4,096, about 0.6% of the layer) and plain union.
-#[divan::bench(args = ["top_k_4096", "vanilla", "threshold_2"], sample_count = 200)]
-fn query_amazon_output(bencher: Bencher, strategy: &str) {
+/// The Amazon-670K output layer's hashing: DWTA (K=6, L=50, 2^18 buckets of at most 128
+/// ids) over random 128-d weight rows, and empty tables for them.
+fn amazon_output() -> (LshFamily, Vec<f32>, HashTables) {
     let params = LshParams {
         k: 6,
         l: 50,
@@ -92,7 +90,19 @@ fn query_amazon_output(bencher: Bencher, strategy: &str) {
         .expect("valid family");
     let weights = dense_rows(AMAZON_LABELS, AMAZON_HIDDEN, 3);
     let config = TablesConfig::for_family(params, AMAZON_LABELS, 128, BucketPolicy::Fifo, 42);
-    let mut tables = HashTables::new(config).expect("valid tables");
+    (
+        family,
+        weights,
+        HashTables::new(config).expect("valid tables"),
+    )
+}
+
+/// Tables over the 670,091 output neurons of the Amazon-670K shape, filled from random
+/// 128-d weight rows with DWTA (K=6, L=50, 2^18 buckets of at most 128 ids), queried with a
+/// ReLU activation. Sampling: top-k (k = 4,096, about 0.6% of the layer) and plain union.
+#[divan::bench(args = ["top_k_4096", "vanilla", "threshold_2"], sample_count = 200)]
+fn query_amazon_output(bencher: Bencher, strategy: &str) {
+    let (family, weights, mut tables) = amazon_output();
     tables
         .rebuild_dense(&family, &weights, AMAZON_HIDDEN)
         .expect("rebuild");
@@ -125,16 +135,7 @@ fn query_amazon_output(bencher: Bencher, strategy: &str) {
 /// A full rebuild of the Amazon-670K output tables (hash 670,091 rows, fill 50 tables).
 #[divan::bench(sample_count = 3)]
 fn rebuild_amazon_output(bencher: Bencher) {
-    let params = LshParams {
-        k: 6,
-        l: 50,
-        range_pow: 18,
-    };
-    let family = LshFamily::new(FamilyKind::Dwta { bin_size: 8 }, AMAZON_HIDDEN, params, 42)
-        .expect("valid family");
-    let weights = dense_rows(AMAZON_LABELS, AMAZON_HIDDEN, 3);
-    let config = TablesConfig::for_family(params, AMAZON_LABELS, 128, BucketPolicy::Fifo, 42);
-    let mut tables = HashTables::new(config).expect("valid tables");
+    let (family, weights, mut tables) = amazon_output();
     bencher
         .counter(divan::counter::ItemsCount::new(AMAZON_LABELS))
         .bench_local(|| {

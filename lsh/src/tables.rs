@@ -32,7 +32,7 @@ use rand::{RngExt, SeedableRng};
 use rayon::prelude::*;
 
 use crate::error::{LshError, Result, invalid};
-use crate::family::{CodeBuffer, HashFamily, LshParams, MAX_RANGE_POW, MAX_TABLES, mix64};
+use crate::family::{CodeBuffer, HashFamily, LshParams, mix64};
 use crate::vector::Vector;
 
 /// What a full bucket does with a new id.
@@ -81,16 +81,13 @@ impl TablesConfig {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.l == 0 || self.l > MAX_TABLES {
-            return Err(invalid("l", self.l, "must be between 1 and 65534"));
+        // `L` and `range_pow` obey the same limits as a family's.
+        LshParams {
+            k: 1,
+            l: self.l,
+            range_pow: self.range_pow,
         }
-        if self.range_pow == 0 || self.range_pow > MAX_RANGE_POW {
-            return Err(invalid(
-                "range_pow",
-                self.range_pow,
-                "must be between 1 and 30",
-            ));
-        }
+        .validate()?;
         if !(1..=u16::MAX as usize).contains(&self.bucket_capacity) {
             return Err(invalid(
                 "bucket_capacity",

@@ -64,6 +64,7 @@
 
 pub mod data;
 pub mod error;
+pub mod formats;
 pub mod kernels;
 pub mod layer;
 pub mod network;

@@ -72,10 +72,14 @@ pub struct LayerConfig {
 pub enum Mode {
     /// LSH sampling, with the sample's labels forced into the output layer's active set.
     Train,
-    /// Every neuron of every layer active: exact predictions.
+    /// Every output neuron computed (exact scores); hidden LSH layers sample as in training,
+    /// without forced labels.
     EvalExact,
-    /// LSH sampling without forced labels: fast, approximate predictions.
+    /// Every LSH layer samples, the output layer included, without forced labels: fast,
+    /// approximate predictions.
     EvalLsh,
+    /// Every neuron of every layer active, as if no layer were sampled.
+    EvalDense,
 }
 
 pub(crate) struct LshState {

@@ -127,8 +127,13 @@ pub struct StepStats {
 pub struct EvalStats {
     /// Samples evaluated.
     pub samples: usize,
-    /// Share of samples whose highest-scoring output is one of their labels (P@1).
+    /// Share of samples whose highest-scoring output is one of their labels (P@1; the
+    /// accuracy for single-label data).
     pub precision_at_1: f64,
+    /// Mean share of the 3 highest-scoring outputs that are labels (P@3).
+    pub precision_at_3: f64,
+    /// Mean share of the 5 highest-scoring outputs that are labels (P@5).
+    pub precision_at_5: f64,
     /// Mean active output neurons per sample.
     pub active_outputs: f64,
 }
@@ -167,6 +172,8 @@ struct SampleState {
     loss: f64,
     macs: u64,
     correct: bool,
+    /// Labels among the 1, 3 and 5 highest-scoring outputs.
+    hits_at: [u8; 3],
     times: PhaseTimes,
 }
 
@@ -340,10 +347,17 @@ fn run_sample(
         let forced = if l == last { labels } else { &[] };
         here[0].reserve(layer.max_active(forced.len()));
         let started = Instant::now();
+        // Exact evaluation computes every output but keeps the hidden layers' sampling, which
+        // is part of how the network was trained to compute.
+        let layer_mode = match mode {
+            Mode::EvalExact if l == last => Mode::EvalDense,
+            Mode::EvalExact => Mode::EvalLsh,
+            other => other,
+        };
         layer.select_active(
             x,
             forced,
-            mode,
+            layer_mode,
             rng,
             scratch.queries[l].as_mut(),
             &mut here[0],
@@ -380,6 +394,27 @@ fn run_sample(
             |acc, (k, &p)| if p > acc.1 { (k, p) } else { acc },
         );
     state.correct = labels.contains(&output.id(best.0));
+    if mode != Mode::Train {
+        // The 5 best outputs, best first (ties: lower position first).
+        let mut top = [(usize::MAX, f32::NEG_INFINITY); 5];
+        for (k, &p) in output.out.iter().enumerate() {
+            if p > top[4].1 {
+                let mut i = 4;
+                while i > 0 && p > top[i - 1].1 {
+                    top[i] = top[i - 1];
+                    i -= 1;
+                }
+                top[i] = (k, p);
+            }
+        }
+        let hit = |n: usize| {
+            top[..n]
+                .iter()
+                .filter(|(k, _)| *k != usize::MAX && labels.contains(&output.id(*k)))
+                .count() as u8
+        };
+        state.hits_at = [hit(1), hit(3), hit(5)];
+    }
     if mode != Mode::Train {
         return Ok(());
     }
@@ -612,9 +647,8 @@ impl Network {
         Ok(result)
     }
 
-    /// Evaluates the samples `batch` of `data`: P@1 with every neuron active
-    /// ([`Mode::EvalExact`]) or with LSH sampling and no forced labels ([`Mode::EvalLsh`];
-    /// [`Mode::Train`] is read as that).
+    /// Evaluates the samples `batch` of `data` in `mode` (see [`Mode`]; [`Mode::Train`] is
+    /// read as [`Mode::EvalLsh`]): P@1, P@3, P@5.
     pub fn evaluate(
         &mut self,
         data: &dyn Examples,
@@ -634,9 +668,15 @@ impl Network {
         let correct = states.iter().filter(|s| s.correct).count();
         let last = self.layers.len() - 1;
         let active: usize = states.iter().map(|s| s.traces[last].len()).sum();
+        let n = batch.len() as f64;
+        let at = |i: usize, k: f64| {
+            states.iter().map(|s| f64::from(s.hits_at[i])).sum::<f64>() / (k * n)
+        };
         Ok(EvalStats {
             samples: batch.len(),
             precision_at_1: correct as f64 / batch.len() as f64,
+            precision_at_3: at(1, 3.0),
+            precision_at_5: at(2, 5.0),
             active_outputs: active as f64 / batch.len() as f64,
         })
     }

@@ -1,0 +1,412 @@
+//! The training config: TOML, every key known (unknown keys are errors naming the key), every
+//! value validated before any work starts.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling, Strategy};
+use slide::{
+    Activation, AdamConfig, LayerConfig, LshConfig, NetworkConfig, RebuildSchedule, WeightLayout,
+};
+
+/// A whole config file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub data: DataConfig,
+    pub network: NetworkSection,
+    pub train: TrainConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataFormat {
+    /// Extreme Classification Repository text files (`N D L` header).
+    Xmc,
+    /// LIBSVM multi-label text files; `features` and `labels` give the sizes.
+    Libsvm,
+    /// MNIST-style IDX files in `dir` (train-images-idx3-ubyte[.gz], ...).
+    Idx,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataConfig {
+    pub format: DataFormat,
+    /// Training file (xmc, libsvm).
+    pub train: Option<PathBuf>,
+    /// Test file (xmc, libsvm).
+    pub test: Option<PathBuf>,
+    /// Folder of the four IDX files (idx).
+    pub dir: Option<PathBuf>,
+    /// Input dimension: required for libsvm; checked against the files otherwise.
+    pub features: Option<usize>,
+    /// Number of labels or classes: required for libsvm; checked otherwise.
+    pub labels: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSection {
+    pub layers: Vec<LayerSection>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActivationName {
+    Relu,
+    Linear,
+    Softmax,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LayoutName {
+    #[default]
+    NeuronMajor,
+    InputMajor,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerSection {
+    pub size: usize,
+    pub activation: ActivationName,
+    #[serde(default)]
+    pub layout: LayoutName,
+    pub lsh: Option<LshSection>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FamilyName {
+    Simhash,
+    SimhashGaussian,
+    Wta,
+    Dwta,
+    Minhash,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum StrategyName {
+    Vanilla,
+    TopK,
+    Threshold,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyName {
+    #[default]
+    Fifo,
+    Reservoir,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LshSection {
+    pub family: FamilyName,
+    pub k: usize,
+    pub l: usize,
+    pub range_pow: u32,
+    #[serde(default = "default_bucket_capacity")]
+    pub bucket_capacity: usize,
+    #[serde(default)]
+    pub policy: PolicyName,
+    /// WTA/DWTA bin size.
+    #[serde(default = "default_bin_size")]
+    pub bin_size: usize,
+    /// Sparse SimHash density.
+    #[serde(default = "default_density")]
+    pub density: f32,
+    /// MinHash bits per code.
+    #[serde(default = "default_minhash_bits")]
+    pub bits: u32,
+    pub strategy: StrategyName,
+    /// Most neurons the strategy selects (top-k's k).
+    pub budget: Option<usize>,
+    /// Threshold strategy: tables a neuron must be found in.
+    pub min_hits: Option<u16>,
+    /// Random fill up to this many active neurons.
+    #[serde(default)]
+    pub min_active: usize,
+}
+
+fn default_bucket_capacity() -> usize {
+    128
+}
+fn default_bin_size() -> usize {
+    8
+}
+fn default_density() -> f32 {
+    1.0 / 3.0
+}
+fn default_minhash_bits() -> u32 {
+    3
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvalModeName {
+    /// Every output scored; hidden LSH layers sample as in training.
+    #[default]
+    Exact,
+    /// The output layer samples too.
+    Lsh,
+    /// Every neuron of every layer.
+    Dense,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub lr: f32,
+    #[serde(default = "default_beta1")]
+    pub beta1: f32,
+    #[serde(default = "default_beta2")]
+    pub beta2: f32,
+    #[serde(default = "default_eps")]
+    pub eps: f32,
+    #[serde(default)]
+    pub seed: u64,
+    /// Steps before the first table rebuild.
+    #[serde(default = "default_rebuild_first")]
+    pub rebuild_every: u64,
+    /// Growth of the rebuild period (1 = fixed period).
+    #[serde(default = "default_rebuild_growth")]
+    pub rebuild_growth: f64,
+    /// Evaluate every this many steps (0: only after each epoch).
+    #[serde(default)]
+    pub eval_every: u64,
+    /// Test samples per evaluation (0: the whole test set).
+    #[serde(default)]
+    pub eval_samples: usize,
+    #[serde(default)]
+    pub eval_mode: EvalModeName,
+    /// Stop after this many steps (0: no limit).
+    #[serde(default)]
+    pub max_steps: u64,
+}
+
+fn default_beta1() -> f32 {
+    0.9
+}
+fn default_beta2() -> f32 {
+    0.999
+}
+fn default_eps() -> f32 {
+    1e-8
+}
+fn default_rebuild_first() -> u64 {
+    50
+}
+fn default_rebuild_growth() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// Metrics file (JSON lines), relative to the output folder.
+    pub metrics: Option<PathBuf>,
+}
+
+/// Finds a config: the path as given, or a bare name looked up in `configs/`.
+pub fn locate(path: &Path) -> PathBuf {
+    if path.exists() || path.components().count() > 1 {
+        return path.to_path_buf();
+    }
+    let in_configs = Path::new("configs").join(path);
+    if in_configs.exists() {
+        in_configs
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Reads, overrides (`section.key=value`, the value in TOML syntax) and validates a config.
+pub fn load(path: &Path, overrides: &[String]) -> Result<Config> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    let mut value: toml::Table = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), one_line(&e.to_string())))?;
+    for item in overrides {
+        apply_override(&mut value, item)?;
+    }
+    let config: Config = Config::deserialize(value)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), one_line(&e.to_string())))?;
+    config
+        .validate()
+        .with_context(|| format!("{}", path.display()))?;
+    Ok(config)
+}
+
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn apply_override(table: &mut toml::Table, item: &str) -> Result<()> {
+    let Some((key, raw)) = item.split_once('=') else {
+        bail!("--set {item}: expected section.key=value");
+    };
+    let parts: Vec<&str> = key.trim().split('.').collect();
+    // Values are TOML; a bare word that is not valid TOML is taken as a string.
+    let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.trim().to_string()));
+    let (last, path) = parts.split_last().expect("split yields at least one part");
+    let mut here = table;
+    for part in path {
+        here = here
+            .entry(part.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .ok_or_else(|| anyhow::anyhow!("--set {item}: `{part}` is not a section"))?;
+    }
+    here.insert(last.to_string(), value);
+    Ok(())
+}
+
+impl Config {
+    /// Every check that can be made without reading the data.
+    pub fn validate(&self) -> Result<()> {
+        let t = &self.train;
+        if t.batch_size == 0 {
+            bail!("train.batch_size must be at least 1");
+        }
+        if t.epochs == 0 {
+            bail!("train.epochs must be at least 1");
+        }
+        if self.network.layers.is_empty() {
+            bail!("network.layers: at least one layer is needed");
+        }
+        match self.data.format {
+            DataFormat::Xmc | DataFormat::Libsvm => {
+                if self.data.train.is_none() || self.data.test.is_none() {
+                    bail!("data.train and data.test are needed for text formats");
+                }
+            }
+            DataFormat::Idx => {
+                if self.data.dir.is_none() {
+                    bail!("data.dir is needed for the idx format");
+                }
+            }
+        }
+        if matches!(self.data.format, DataFormat::Libsvm)
+            && (self.data.features.is_none() || self.data.labels.is_none())
+        {
+            bail!("data.features and data.labels are needed for the libsvm format");
+        }
+        for (i, layer) in self.network.layers.iter().enumerate() {
+            if let Some(lsh) = &layer.lsh {
+                let bits = match lsh.family {
+                    FamilyName::Simhash | FamilyName::SimhashGaussian => 1,
+                    FamilyName::Wta | FamilyName::Dwta => lsh.bin_size.max(2).trailing_zeros(),
+                    FamilyName::Minhash => lsh.bits,
+                };
+                if lsh.k as u64 * u64::from(bits) > 32 {
+                    bail!(
+                        "network.layers[{i}].lsh: k * bits = {} exceeds 32; lower k",
+                        lsh.k as u64 * u64::from(bits)
+                    );
+                }
+                match lsh.strategy {
+                    StrategyName::TopK if lsh.budget.is_none() => {
+                        bail!("network.layers[{i}].lsh: strategy top-k needs budget (k)")
+                    }
+                    StrategyName::Threshold if lsh.min_hits.is_none() => {
+                        bail!("network.layers[{i}].lsh: strategy threshold needs min_hits")
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The core network config for `input_dim` inputs (the last layer's size must be the
+    /// number of labels; the core validates the rest).
+    pub fn network(&self, input_dim: usize) -> NetworkConfig {
+        let t = &self.train;
+        NetworkConfig {
+            input_dim,
+            layers: self.network.layers.iter().map(layer_config).collect(),
+            adam: AdamConfig {
+                lr: t.lr,
+                beta1: t.beta1,
+                beta2: t.beta2,
+                eps: t.eps,
+            },
+            rebuild: if t.rebuild_growth > 1.0 {
+                RebuildSchedule::Exponential {
+                    first: t.rebuild_every,
+                    growth: t.rebuild_growth,
+                }
+            } else {
+                RebuildSchedule::Fixed {
+                    every: t.rebuild_every,
+                }
+            },
+            seed: t.seed,
+        }
+    }
+}
+
+fn layer_config(layer: &LayerSection) -> LayerConfig {
+    LayerConfig {
+        out_dim: layer.size,
+        activation: match layer.activation {
+            ActivationName::Relu => Activation::Relu,
+            ActivationName::Linear => Activation::Linear,
+            ActivationName::Softmax => Activation::Softmax,
+        },
+        layout: match layer.layout {
+            LayoutName::NeuronMajor => WeightLayout::NeuronMajor,
+            LayoutName::InputMajor => WeightLayout::InputMajor,
+        },
+        lsh: layer.lsh.as_ref().map(|lsh| LshConfig {
+            family: match lsh.family {
+                FamilyName::Simhash => FamilyKind::SimHash(Projection::Sparse {
+                    density: lsh.density,
+                }),
+                FamilyName::SimhashGaussian => FamilyKind::SimHash(Projection::Gaussian),
+                FamilyName::Wta => FamilyKind::Wta {
+                    bin_size: lsh.bin_size,
+                },
+                FamilyName::Dwta => FamilyKind::Dwta {
+                    bin_size: lsh.bin_size,
+                },
+                FamilyName::Minhash => FamilyKind::MinHash { bits: lsh.bits },
+            },
+            params: LshParams {
+                k: lsh.k,
+                l: lsh.l,
+                range_pow: lsh.range_pow,
+            },
+            bucket_capacity: lsh.bucket_capacity,
+            policy: match lsh.policy {
+                PolicyName::Fifo => BucketPolicy::Fifo,
+                PolicyName::Reservoir => BucketPolicy::Reservoir,
+            },
+            sampling: Sampling {
+                strategy: match lsh.strategy {
+                    StrategyName::Vanilla => Strategy::Vanilla,
+                    StrategyName::TopK => Strategy::TopK {
+                        k: lsh.budget.unwrap_or(1),
+                    },
+                    StrategyName::Threshold => Strategy::Threshold {
+                        min_hits: lsh.min_hits.unwrap_or(1),
+                    },
+                },
+                budget: lsh.budget,
+                min_active: lsh.min_active,
+            },
+        }),
+    }
+}

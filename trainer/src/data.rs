@@ -1,0 +1,124 @@
+//! Loads the train and test sets a config names.
+
+use anyhow::{Result, bail};
+use slide::formats::{idx, xmc};
+use slide::{DenseExamples, Examples, SparseExamples};
+
+use crate::config::{DataConfig, DataFormat};
+
+/// A loaded dataset.
+pub enum Dataset {
+    Sparse(SparseExamples),
+    Dense(DenseExamples),
+}
+
+impl Dataset {
+    pub fn examples(&self) -> &dyn Examples {
+        match self {
+            Dataset::Sparse(d) => d,
+            Dataset::Dense(d) => d,
+        }
+    }
+}
+
+/// Train and test sets with their sizes.
+pub struct Loaded {
+    pub train: Dataset,
+    pub test: Dataset,
+    pub features: usize,
+    pub labels: usize,
+    /// Whether some sample has more than one label (P@3/P@5 are then reported).
+    pub multi_label: bool,
+}
+
+pub fn load(config: &DataConfig) -> Result<Loaded> {
+    let check = |what: &str, found: usize, declared: Option<usize>| -> Result<()> {
+        match declared {
+            Some(d) if d != found => bail!("data.{what} = {d} but the data has {found}"),
+            _ => Ok(()),
+        }
+    };
+    let loaded = match config.format {
+        DataFormat::Xmc => {
+            let (train, a) = xmc::read_xmc(config.train.as_deref().expect("validated"))?;
+            let (test, b) = xmc::read_xmc(config.test.as_deref().expect("validated"))?;
+            if (a.features, a.labels) != (b.features, b.labels) {
+                bail!(
+                    "train file declares {} features and {} labels, test file {} and {}",
+                    a.features,
+                    a.labels,
+                    b.features,
+                    b.labels
+                );
+            }
+            check("features", a.features, config.features)?;
+            check("labels", a.labels, config.labels)?;
+            let multi_label = train.label_offsets.windows(2).any(|w| w[1] - w[0] > 1);
+            Loaded {
+                train: Dataset::Sparse(train),
+                test: Dataset::Sparse(test),
+                features: a.features,
+                labels: a.labels,
+                multi_label,
+            }
+        }
+        DataFormat::Libsvm => {
+            let (features, labels) = (
+                config.features.expect("validated"),
+                config.labels.expect("validated"),
+            );
+            let train = xmc::read_libsvm(
+                config.train.as_deref().expect("validated"),
+                features,
+                labels,
+            )?;
+            let test =
+                xmc::read_libsvm(config.test.as_deref().expect("validated"), features, labels)?;
+            let multi_label = train.label_offsets.windows(2).any(|w| w[1] - w[0] > 1);
+            Loaded {
+                train: Dataset::Sparse(train),
+                test: Dataset::Sparse(test),
+                features,
+                labels,
+                multi_label,
+            }
+        }
+        DataFormat::Idx => {
+            let dir = config.dir.as_deref().expect("validated");
+            let classes = config.labels.unwrap_or(10);
+            let find = |stem: &str| {
+                let gz = dir.join(format!("{stem}.gz"));
+                if gz.exists() { gz } else { dir.join(stem) }
+            };
+            let train = idx::read_images(
+                &find("train-images-idx3-ubyte"),
+                &find("train-labels-idx1-ubyte"),
+                classes as u32,
+            )?;
+            let test = idx::read_images(
+                &find("t10k-images-idx3-ubyte"),
+                &find("t10k-labels-idx1-ubyte"),
+                classes as u32,
+            )?;
+            if train.dim != test.dim {
+                bail!(
+                    "train images have {} pixels, test images {}",
+                    train.dim,
+                    test.dim
+                );
+            }
+            check("features", train.dim, config.features)?;
+            Loaded {
+                features: train.dim,
+                train: Dataset::Dense(train),
+                test: Dataset::Dense(test),
+                labels: classes,
+                multi_label: false,
+            }
+        }
+    };
+    if loaded.train.examples().is_empty() {
+        bail!("the training set is empty");
+    }
+    Ok(loaded)
+}

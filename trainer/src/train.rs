@@ -1,0 +1,248 @@
+//! The training loop: epochs of shuffled batches, periodic evaluation, metrics, and a stop
+//! with a message when the loss diverges.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, anyhow};
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use serde::Serialize;
+use slide::{EvalStats, Mode, Network, StepStats};
+
+use crate::config::{Config, EvalModeName};
+use crate::data::{self, Loaded};
+
+/// Why a run stopped early: bad input (exit 2) or a failure while training (exit 1).
+pub enum Failure {
+    Input(anyhow::Error),
+    Training(anyhow::Error),
+}
+
+/// One line of the metrics file.
+#[derive(Serialize)]
+struct Record {
+    step: u64,
+    epoch: usize,
+    seconds: f64,
+    samples_per_second: f64,
+    loss: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p_at_1: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p_at_3: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p_at_5: Option<f64>,
+    active_per_sample: Vec<f64>,
+    rows_touched: Vec<usize>,
+}
+
+/// Bytes of parameters and optimizer state the network will hold (tables excluded: they
+/// hold about `L * (12 * 2^range_pow + 8 * neurons)` bytes per LSH layer, added below).
+fn estimate_bytes(config: &Config, input_dim: usize) -> u64 {
+    let mut total = 0u64;
+    let mut in_dim = input_dim as u64;
+    for layer in &config.network.layers {
+        let out = layer.size as u64;
+        let (rows, row_len) = match layer.layout {
+            crate::config::LayoutName::NeuronMajor => (out, in_dim),
+            crate::config::LayoutName::InputMajor => (in_dim, out),
+        };
+        total += rows * 3 * row_len.div_ceil(16) * 16 * 4 + rows * 4 + out * 16;
+        if let Some(lsh) = &layer.lsh {
+            total += lsh.l as u64 * (12 * (1u64 << lsh.range_pow) + 8 * out);
+        }
+        in_dim = out;
+    }
+    total
+}
+
+fn available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kb| kb * 1024)
+}
+
+pub fn run(config: &Config, out: &Path, quiet: bool) -> Result<(), Failure> {
+    let input = |e: anyhow::Error| Failure::Input(e);
+    let started = Instant::now();
+    let Loaded {
+        train,
+        test,
+        features,
+        labels,
+        multi_label,
+    } = data::load(&config.data).map_err(input)?;
+    let last = config.network.layers.last().expect("validated").size;
+    if last != labels {
+        return Err(input(anyhow!(
+            "the last layer has {last} neurons but the data has {labels} labels"
+        )));
+    }
+    let estimate = estimate_bytes(config, features);
+    if let Some(available) = available_bytes()
+        && estimate > available
+    {
+        return Err(input(anyhow!(
+            "the model needs about {:.1} GB but only {:.1} GB of memory is available",
+            estimate as f64 / 1e9,
+            available as f64 / 1e9
+        )));
+    }
+    let (train, test) = (train.examples(), test.examples());
+    println!(
+        "data: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB",
+        train.len(),
+        test.len(),
+        started.elapsed().as_secs_f64(),
+        estimate as f64 / 1e6
+    );
+    let mut net = Network::new(config.network(features)).map_err(|e| input(e.into()))?;
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create {}", out.display()))
+        .map_err(input)?;
+    let metrics_path = out.join(
+        config
+            .log
+            .metrics
+            .as_deref()
+            .unwrap_or(Path::new("metrics.jsonl")),
+    );
+    let mut metrics = std::fs::File::create(&metrics_path)
+        .with_context(|| format!("cannot create {}", metrics_path.display()))
+        .map_err(input)?;
+
+    let t = &config.train;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(t.seed ^ 0x7368_7566);
+    let mut order: Vec<usize> = (0..train.len()).collect();
+    let mut eval_order: Vec<usize> = (0..test.len()).collect();
+    let eval_mode = match t.eval_mode {
+        EvalModeName::Exact => Mode::EvalExact,
+        EvalModeName::Lsh => Mode::EvalLsh,
+        EvalModeName::Dense => Mode::EvalDense,
+    };
+    let mut stats = StepStats::default();
+    let training = Instant::now();
+    let (mut samples, mut window_loss, mut window_steps) = (0usize, 0.0, 0usize);
+    let mut last_eval: Option<EvalStats> = None;
+    let report_every = (train.len() / t.batch_size / 10).max(1) as u64;
+    'epochs: for epoch in 1..=t.epochs {
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.random_range(0..=i));
+        }
+        let batches = order.chunks(t.batch_size);
+        let count = batches.len();
+        for (b, batch) in batches.enumerate() {
+            net.train_step_with(train, batch, &mut stats)
+                .map_err(|e| Failure::Training(e.into()))?;
+            if !stats.loss.is_finite() {
+                return Err(Failure::Training(anyhow!(
+                    "step {}: the loss is {}; training diverged (lower train.lr?)",
+                    net.step(),
+                    stats.loss
+                )));
+            }
+            samples += batch.len();
+            window_loss += stats.loss;
+            window_steps += 1;
+            let step = net.step();
+            let end_of_epoch = b + 1 == count;
+            let evaluate = end_of_epoch || (t.eval_every > 0 && step % t.eval_every == 0);
+            if evaluate {
+                let n = if t.eval_samples == 0 {
+                    test.len()
+                } else {
+                    t.eval_samples.min(test.len())
+                };
+                if n < test.len() {
+                    for i in 0..n {
+                        let j = rng.random_range(i..test.len());
+                        eval_order.swap(i, j);
+                    }
+                }
+                last_eval = Some(
+                    net.evaluate(test, &eval_order[..n], eval_mode)
+                        .map_err(|e| Failure::Training(e.into()))?,
+                );
+            }
+            if evaluate || step % report_every == 0 {
+                let seconds = training.elapsed().as_secs_f64();
+                let eval = evaluate.then_some(last_eval).flatten();
+                let record = Record {
+                    step,
+                    epoch,
+                    seconds,
+                    samples_per_second: samples as f64 / seconds,
+                    loss: window_loss / window_steps as f64,
+                    p_at_1: eval.map(|e| e.precision_at_1),
+                    p_at_3: eval.filter(|_| multi_label).map(|e| e.precision_at_3),
+                    p_at_5: eval.filter(|_| multi_label).map(|e| e.precision_at_5),
+                    active_per_sample: stats.active_per_sample.clone(),
+                    rows_touched: stats.rows_touched.clone(),
+                };
+                let line = serde_json::to_string(&record).expect("records serialise");
+                writeln!(metrics, "{line}")
+                    .with_context(|| format!("cannot write {}", metrics_path.display()))
+                    .map_err(Failure::Training)?;
+                if !quiet || eval.is_some() {
+                    print_record(&record, multi_label);
+                }
+                window_loss = 0.0;
+                window_steps = 0;
+            }
+            if t.max_steps > 0 && step >= t.max_steps {
+                if !evaluate {
+                    let all: Vec<usize> = (0..test.len()).collect();
+                    last_eval = Some(
+                        net.evaluate(test, &all, eval_mode)
+                            .map_err(|e| Failure::Training(e.into()))?,
+                    );
+                }
+                break 'epochs;
+            }
+        }
+    }
+    let seconds = training.elapsed().as_secs_f64();
+    let eval = last_eval.unwrap_or_default();
+    println!(
+        "done: {} steps, {samples} samples in {seconds:.1} s ({:.0} samples/s); test {} {:.4}{}; metrics in {}",
+        net.step(),
+        samples as f64 / seconds,
+        if multi_label { "P@1" } else { "accuracy" },
+        eval.precision_at_1,
+        if multi_label {
+            format!(
+                ", P@3 {:.4}, P@5 {:.4}",
+                eval.precision_at_3, eval.precision_at_5
+            )
+        } else {
+            String::new()
+        },
+        metrics_path.display()
+    );
+    Ok(())
+}
+
+fn print_record(r: &Record, multi_label: bool) {
+    let mut line = format!(
+        "step {:>6}  epoch {:>3}  {:>7.1} s  {:>7.0} samples/s  loss {:.4}",
+        r.step, r.epoch, r.seconds, r.samples_per_second, r.loss
+    );
+    if let Some(p1) = r.p_at_1 {
+        if multi_label {
+            line += &format!(
+                "  test P@1 {p1:.4}  P@3 {:.4}  P@5 {:.4}",
+                r.p_at_3.unwrap_or(0.0),
+                r.p_at_5.unwrap_or(0.0)
+            );
+        } else {
+            line += &format!("  test accuracy {p1:.4}");
+        }
+    }
+    println!("{line}");
+}

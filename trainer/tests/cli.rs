@@ -1,0 +1,254 @@
+//! The real `slide-train` binary: end-to-end runs and one-line errors with exit status 2.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("slide-train-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn slide_train(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_slide-train"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("slide-train runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The number after `key ` in the final `done:` line.
+fn final_metric(stdout: &str, key: &str) -> f64 {
+    let done = stdout
+        .lines()
+        .find(|l| l.starts_with("done:"))
+        .expect("a done line");
+    let rest = &done[done.find(key).unwrap_or_else(|| panic!("{key} in {done}")) + key.len()..];
+    rest.trim_start()
+        .split([',', ';', ' '])
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The quickstart config on the shipped MNIST, cut to 150 steps: the sparse hidden layer
+/// learns. Measured: test accuracy 0.908 on all 10,000 test images after 150 steps.
+#[test]
+fn quickstart_config_learns_mnist() {
+    let out = scratch("quickstart");
+    let run = slide_train(&[
+        "--config",
+        "quickstart.toml",
+        "--set",
+        "train.max_steps=150",
+        "--set",
+        "train.eval_every=0",
+        "--threads",
+        "2",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = text(&run.stdout);
+    assert!(run.status.success(), "{stdout}\n{}", text(&run.stderr));
+    let accuracy = final_metric(&stdout, "test accuracy");
+    eprintln!("quickstart, 150 steps: accuracy {accuracy}");
+    assert!(accuracy > 0.85, "accuracy {accuracy}\n{stdout}");
+    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    assert!(metrics.lines().count() >= 3, "{metrics}");
+    assert!(
+        metrics
+            .lines()
+            .all(|l| l.starts_with("{\"step\":") && l.contains("\"loss\":"))
+    );
+}
+
+/// Learnable multi-label data in the XMC text format: each of 50 labels owns 4 of 300
+/// features.
+fn write_xmc(path: &Path, samples: usize, seed: u64) {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut next = |n: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    let mut lines = vec![format!("{samples} 300 50")];
+    for _ in 0..samples {
+        let a = next(50);
+        let b = (a + 1 + next(49)) % 50;
+        let labels: Vec<u64> = if next(2) == 0 {
+            vec![a]
+        } else {
+            vec![a.min(b), a.max(b)]
+        };
+        let mut features: Vec<u64> = labels
+            .iter()
+            .flat_map(|&y| (0..4).map(move |j| (y * 6 + j) % 300))
+            .collect();
+        features.push(next(300));
+        features.sort_unstable();
+        features.dedup();
+        let pairs: Vec<String> = features.iter().map(|f| format!("{f}:1")).collect();
+        let labels: Vec<String> = labels.iter().map(u64::to_string).collect();
+        lines.push(format!("{} {}", labels.join(","), pairs.join(" ")));
+    }
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+fn xmc_config(dir: &Path) -> PathBuf {
+    write_xmc(&dir.join("train.txt"), 2000, 1);
+    write_xmc(&dir.join("test.txt"), 400, 2);
+    let config = format!(
+        r#"
+[data]
+format = "xmc"
+train = "{dir}/train.txt"
+test = "{dir}/test.txt"
+
+[[network.layers]]
+size = 32
+activation = "relu"
+layout = "input-major"
+
+[[network.layers]]
+size = 50
+activation = "softmax"
+[network.layers.lsh]
+family = "dwta"
+k = 2
+l = 20
+range_pow = 6
+strategy = "top-k"
+budget = 10
+min_active = 10
+
+[train]
+epochs = 10
+batch_size = 64
+lr = 0.01
+seed = 3
+rebuild_every = 20
+"#,
+        dir = dir.display()
+    );
+    let path = dir.join("xmc.toml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+/// Multi-label XMC text data, input-major hidden layer, LSH output: P@1 and P@5 are
+/// reported and P@1 is high. Measured: P@1 1.000, P@5 0.292 (at most 0.3: 1.5 labels on average).
+#[test]
+fn xmc_text_data_trains_to_a_high_precision() {
+    let dir = scratch("xmc");
+    let config = xmc_config(&dir);
+    let out = dir.join("out");
+    let run = slide_train(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = text(&run.stdout);
+    assert!(run.status.success(), "{stdout}\n{}", text(&run.stderr));
+    let p1 = final_metric(&stdout, "P@1");
+    let p5 = final_metric(&stdout, "P@5");
+    eprintln!("xmc: P@1 {p1}, P@5 {p5}");
+    assert!(p1 > 0.8, "P@1 {p1}\n{stdout}");
+    assert!(
+        p5 > 0.2 && p5 <= 0.4,
+        "P@5 {p5} (at most 2 labels of 5)\n{stdout}"
+    );
+}
+
+/// Bad configs, data and flags: exit status 2 and one line on stderr saying what and where.
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let dir = scratch("errors");
+    let config = xmc_config(&dir);
+    let config = config.to_str().unwrap();
+    let bad_data = dir.join("bad.txt");
+    std::fs::write(&bad_data, "2 300 50\n0 1:1\n1 999:1\n").unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (
+            vec!["--set".into(), "train.bogus=1".into()],
+            "unknown field `bogus`".into(),
+        ),
+        (
+            vec!["--set".into(), "train.batch_size=0".into()],
+            "train.batch_size must be at least 1".into(),
+        ),
+        (
+            vec!["--set".into(), "train.lr=\"fast\"".into()],
+            "invalid type".into(),
+        ),
+        (
+            vec!["--set".into(), "network.layers=[]".into()],
+            "at least one layer is needed".into(),
+        ),
+        (
+            vec!["--threads".into(), "0".into()],
+            "--threads must be at least 1".into(),
+        ),
+        (
+            vec![
+                "--set".into(),
+                format!("data.train=\"{}\"", bad_data.display()),
+            ],
+            format!(
+                "{}:3: feature 999 is out of range: features are below 300",
+                bad_data.display()
+            ),
+        ),
+        (
+            vec!["--set".into(), "data.test=\"/nonexistent/test.txt\"".into()],
+            "/nonexistent/test.txt: No such file or directory".into(),
+        ),
+        (
+            vec!["--set".into(), "data.labels=49".into()],
+            "data.labels = 49 but the data has 50".into(),
+        ),
+        (
+            vec!["--set".into(), "train.lr=-1.0".into()],
+            "lr must be positive".into(),
+        ),
+    ];
+    for (extra, expected) in cases {
+        let mut args = vec![
+            "--config".to_string(),
+            config.to_string(),
+            "--out".into(),
+            dir.join("o").display().to_string(),
+        ];
+        args.extend(extra.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = slide_train(&args);
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{extra:?}: {stderr}");
+        assert!(
+            stderr.contains(&expected),
+            "{extra:?}: expected `{expected}` in `{stderr}`"
+        );
+    }
+    let run = slide_train(&["--config", "no-such-config.toml"]);
+    assert_eq!(run.status.code(), Some(2));
+    assert!(text(&run.stderr).contains("no-such-config.toml: No such file or directory"));
+}

@@ -58,5 +58,5 @@ pub use family::{
     Wta, WtaMode,
 };
 pub use sampling::{QueryScratch, Sampling, Strategy};
-pub use tables::{BucketPolicy, HashTables, TablesConfig, TablesStats};
+pub use tables::{BucketPolicy, HashTables, TablesConfig, TablesState, TablesStats};
 pub use vector::Vector;

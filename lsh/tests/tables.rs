@@ -370,3 +370,58 @@ proptest! {
         }
     }
 }
+
+/// Exported tables, imported into fresh ones, answer every bucket alike, and the next
+/// rebuild (reservoir choices included) is the same for both.
+#[test]
+fn exported_state_restores_identical_tables() {
+    let (n, dim) = (3_000usize, 16usize);
+    let mut rng = rng(31);
+    let rows: Vec<f32> = (0..n)
+        .flat_map(|_| to_f32(&unit_vector(&mut rng, dim)))
+        .collect();
+    let params = LshParams {
+        k: 2,
+        l: 5,
+        range_pow: 6,
+    };
+    let family = LshFamily::new(FamilyKind::Dwta { bin_size: 8 }, dim, params, 2).unwrap();
+    let cfg = TablesConfig::for_family(params, n, 16, BucketPolicy::Reservoir, 3);
+    let mut original = HashTables::new(cfg).unwrap();
+    original.rebuild_dense(&family, &rows, dim).unwrap();
+    original.insert(7, &[1, 2, 3, 4, 5]).unwrap();
+    let state = original.export_state();
+    let mut restored = HashTables::new(cfg).unwrap();
+    restored.import_state(&state).unwrap();
+    assert_eq!(restored.export_state(), state);
+    for t in 0..5 {
+        for code in 0..64 {
+            assert_eq!(original.bucket(t, code), restored.bucket(t, code));
+        }
+    }
+    original.rebuild_dense(&family, &rows, dim).unwrap();
+    restored.rebuild_dense(&family, &rows, dim).unwrap();
+    assert_eq!(original.export_state(), restored.export_state());
+
+    let mut broken = state.clone();
+    broken.store[0] = n as u32;
+    assert_eq!(
+        restored.import_state(&broken).unwrap_err(),
+        LshError::IdOutOfRange {
+            id: n as u32,
+            num_ids: n
+        }
+    );
+    let mut broken = state.clone();
+    broken.buckets[2] = 17; // len above the capacity of 16
+    assert!(matches!(
+        restored.import_state(&broken),
+        Err(LshError::InvalidParameter { .. })
+    ));
+    let mut broken = state;
+    broken.buckets.pop();
+    assert!(matches!(
+        restored.import_state(&broken),
+        Err(LshError::InvalidParameter { .. })
+    ));
+}

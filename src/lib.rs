@@ -72,9 +72,9 @@ mod rows;
 
 pub use data::{DenseExamples, Examples, SparseExamples};
 pub use error::{Result, SlideError};
-pub use layer::{Activation, LayerConfig, LshConfig, Mode, SparseLayer, WeightLayout};
+pub use layer::{Activation, LayerConfig, LayerState, LshConfig, Mode, SparseLayer, WeightLayout};
 pub use network::{
-    AdamConfig, EvalStats, LayerGradients, Network, NetworkConfig, PhaseTimes, RebuildSchedule,
-    StepStats,
+    AdamConfig, EvalStats, LayerGradients, Network, NetworkConfig, NetworkState, PhaseTimes,
+    RebuildSchedule, StepStats,
 };
 pub use slide_lsh as lsh;

@@ -13,7 +13,7 @@ use crate::data::Examples;
 use crate::error::{Result, SlideError, config_error};
 use crate::kernels::{AdamStep, kernels};
 use crate::layer::{
-    Activation, LayerConfig, LayerTrace, Mode, QueryBuffers, SparseLayer, WeightLayout,
+    Activation, LayerConfig, LayerState, LayerTrace, Mode, QueryBuffers, SparseLayer, WeightLayout,
 };
 use crate::rows::DisjointRows;
 
@@ -136,6 +136,20 @@ pub struct EvalStats {
     pub precision_at_5: f64,
     /// Mean active output neurons per sample.
     pub active_outputs: f64,
+}
+
+/// Everything a network needs to continue training exactly where it stopped: every
+/// layer's parameters, Adam state and tables, and the step and rebuild-schedule position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetworkState {
+    /// Training steps taken.
+    pub step: u64,
+    /// The step after which the tables are rebuilt next.
+    pub next_rebuild: u64,
+    /// The current rebuild period (grows under the exponential schedule).
+    pub rebuild_period: f64,
+    /// Per layer, input first.
+    pub layers: Vec<LayerState>,
 }
 
 /// Gradients of the batch-mean loss for one layer, as computed by [`Network::gradients`].
@@ -545,6 +559,44 @@ impl Network {
     /// Training steps taken.
     pub fn step(&self) -> u64 {
         self.step
+    }
+
+    /// A copy of the network's training state (see [`NetworkState`]).
+    pub fn export_state(&self) -> NetworkState {
+        NetworkState {
+            step: self.step,
+            next_rebuild: self.next_rebuild,
+            rebuild_period: self.rebuild_period,
+            layers: self.layers.iter().map(SparseLayer::export_state).collect(),
+        }
+    }
+
+    /// Continues from `state`, which must come from a network of the same configuration:
+    /// training on from here gives exactly what the saved network would have given.
+    pub fn import_state(&mut self, state: &NetworkState) -> Result<()> {
+        if state.layers.len() != self.layers.len() {
+            return Err(config_error(
+                "network state",
+                format!(
+                    "has {} layers, the network {}",
+                    state.layers.len(),
+                    self.layers.len()
+                ),
+            ));
+        }
+        if !(state.rebuild_period.is_finite() && state.rebuild_period >= 1.0) {
+            return Err(config_error(
+                "network state",
+                "rebuild period must be at least 1",
+            ));
+        }
+        for (layer, saved) in self.layers.iter_mut().zip(&state.layers) {
+            layer.import_state(saved)?;
+        }
+        self.step = state.step;
+        self.next_rebuild = state.next_rebuild;
+        self.rebuild_period = state.rebuild_period;
+        Ok(())
     }
 
     /// Rebuilds every LSH layer's tables from the current weights.

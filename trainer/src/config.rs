@@ -19,6 +19,39 @@ pub struct Config {
     pub train: TrainConfig,
     #[serde(default)]
     pub log: LogConfig,
+    #[serde(default)]
+    pub checkpoint: CheckpointConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointConfig {
+    /// Folder for checkpoints, relative to the output folder.
+    #[serde(default = "default_checkpoint_dir")]
+    pub dir: PathBuf,
+    /// Write one every this many steps (0: only at the end of the run).
+    #[serde(default)]
+    pub every: u64,
+    /// Checkpoints kept; older ones are deleted.
+    #[serde(default = "default_keep_last")]
+    pub keep_last: usize,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        CheckpointConfig {
+            dir: default_checkpoint_dir(),
+            every: 0,
+            keep_last: default_keep_last(),
+        }
+    }
+}
+
+fn default_checkpoint_dir() -> PathBuf {
+    PathBuf::from("checkpoints")
+}
+fn default_keep_last() -> usize {
+    3
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -282,6 +315,9 @@ impl Config {
         }
         if t.epochs == 0 {
             bail!("train.epochs must be at least 1");
+        }
+        if self.checkpoint.keep_last == 0 {
+            bail!("checkpoint.keep_last must be at least 1");
         }
         if self.network.layers.is_empty() {
             bail!("network.layers: at least one layer is needed");

@@ -2,12 +2,13 @@
 //!
 //! ```text
 //! slide-train --config configs/quickstart.toml [--set train.epochs=2] [--threads 2]
-//!             [--out runs/quickstart] [--quiet]
+//!             [--out runs/quickstart] [--quiet] [--resume CKPT]
 //! ```
 //!
 //! Exit status: 0 on success, 2 for a bad command line, config or data file (one line on
 //! stderr says what and where), 1 when training itself fails (e.g. the loss diverges).
 
+mod checkpoint;
 mod config;
 mod data;
 mod train;
@@ -36,6 +37,9 @@ struct Cli {
     /// Print only the summary lines (evaluations and the final result).
     #[arg(long)]
     quiet: bool,
+    /// Continue from this checkpoint (written by a run of the same config).
+    #[arg(long, value_name = "CKPT")]
+    resume: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -67,5 +71,5 @@ fn run(cli: &Cli) -> Result<(), train::Failure> {
         .num_threads(threads)
         .build()
         .map_err(|e| Input(anyhow::anyhow!("cannot start {threads} threads: {e}")))?;
-    pool.install(|| train::run(&config, &cli.out, cli.quiet))
+    pool.install(|| train::run(&config, &cli.out, cli.quiet, cli.resume.as_deref()))
 }

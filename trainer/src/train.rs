@@ -1,5 +1,5 @@
-//! The training loop: epochs of shuffled batches, periodic evaluation, metrics, and a stop
-//! with a message when the loss diverges.
+//! The training loop: epochs of shuffled batches, periodic evaluation, metrics, checkpoints,
+//! and a stop with a message when the loss diverges.
 
 use std::io::Write;
 use std::path::Path;
@@ -11,7 +11,8 @@ use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 use slide::{EvalStats, Mode, Network, StepStats};
 
-use crate::config::{Config, EvalModeName};
+use crate::checkpoint::{self, Position};
+use crate::config::{Config, EvalModeName, LayoutName};
 use crate::data::{self, Loaded};
 
 /// Why a run stopped early: bad input (exit 2) or a failure while training (exit 1).
@@ -38,16 +39,16 @@ struct Record {
     rows_touched: Vec<usize>,
 }
 
-/// Bytes of parameters and optimizer state the network will hold (tables excluded: they
-/// hold about `L * (12 * 2^range_pow + 8 * neurons)` bytes per LSH layer, added below).
+/// Bytes the network will hold: parameters with Adam state, and LSH tables (about
+/// `L * (12 * 2^range_pow + 8 * neurons)` bytes per sampled layer).
 fn estimate_bytes(config: &Config, input_dim: usize) -> u64 {
     let mut total = 0u64;
     let mut in_dim = input_dim as u64;
     for layer in &config.network.layers {
         let out = layer.size as u64;
         let (rows, row_len) = match layer.layout {
-            crate::config::LayoutName::NeuronMajor => (out, in_dim),
-            crate::config::LayoutName::InputMajor => (in_dim, out),
+            LayoutName::NeuronMajor => (out, in_dim),
+            LayoutName::InputMajor => (in_dim, out),
         };
         total += rows * 3 * row_len.div_ceil(16) * 16 * 4 + rows * 4 + out * 16;
         if let Some(lsh) = &layer.lsh {
@@ -68,8 +69,14 @@ fn available_bytes() -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
-pub fn run(config: &Config, out: &Path, quiet: bool) -> Result<(), Failure> {
-    let input = |e: anyhow::Error| Failure::Input(e);
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> Result<(), Failure> {
+    let input = Failure::Input;
     let started = Instant::now();
     let Loaded {
         train,
@@ -102,7 +109,23 @@ pub fn run(config: &Config, out: &Path, quiet: bool) -> Result<(), Failure> {
         started.elapsed().as_secs_f64(),
         estimate as f64 / 1e6
     );
-    let mut net = Network::new(config.network(features)).map_err(|e| input(e.into()))?;
+    let network_config = config.network(features);
+    // What a checkpoint must match to be resumed: the network, optimizer, schedule and seed.
+    let identity = format!("{network_config:?}");
+    let mut net = Network::new(network_config).map_err(|e| input(e.into()))?;
+    let mut start = Position { epoch: 1, batch: 0 };
+    if let Some(path) = resume {
+        let (state, position) = checkpoint::load(path, &identity).map_err(input)?;
+        net.import_state(&state)
+            .map_err(|e| input(anyhow!("{}: {e}", path.display())))?;
+        start = position;
+        println!(
+            "resumed from {} at step {}, epoch {}",
+            path.display(),
+            net.step(),
+            start.epoch
+        );
+    }
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create {}", out.display()))
         .map_err(input)?;
@@ -113,12 +136,28 @@ pub fn run(config: &Config, out: &Path, quiet: bool) -> Result<(), Failure> {
             .as_deref()
             .unwrap_or(Path::new("metrics.jsonl")),
     );
-    let mut metrics = std::fs::File::create(&metrics_path)
+    let mut metrics = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(resume.is_some())
+        .truncate(resume.is_none())
+        .open(&metrics_path)
         .with_context(|| format!("cannot create {}", metrics_path.display()))
         .map_err(input)?;
+    let checkpoint_dir = out.join(&config.checkpoint.dir);
+    let save = |net: &Network, epoch: usize, batch: usize| -> Result<(), Failure> {
+        checkpoint::save(
+            &checkpoint_dir,
+            &net.export_state(),
+            Position { epoch, batch },
+            &identity,
+            config.checkpoint.keep_last,
+        )
+        .map(|_| ())
+        .map_err(Failure::Training)
+    };
 
     let t = &config.train;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(t.seed ^ 0x7368_7566);
     let mut order: Vec<usize> = (0..train.len()).collect();
     let mut eval_order: Vec<usize> = (0..test.len()).collect();
     let eval_mode = match t.eval_mode {
@@ -131,20 +170,28 @@ pub fn run(config: &Config, out: &Path, quiet: bool) -> Result<(), Failure> {
     let (mut samples, mut window_loss, mut window_steps) = (0usize, 0.0, 0usize);
     let mut last_eval: Option<EvalStats> = None;
     let report_every = (train.len() / t.batch_size / 10).max(1) as u64;
-    'epochs: for epoch in 1..=t.epochs {
+    let mut finished_at = (start.epoch, start.batch);
+    let mut saved_at = net.step();
+    'epochs: for epoch in start.epoch..=t.epochs {
+        // Each epoch's order depends only on the seed and the epoch, so a resumed run replays
+        // it exactly.
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(t.seed ^ mix64(epoch as u64)));
+        order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
         for i in (1..order.len()).rev() {
             order.swap(i, rng.random_range(0..=i));
         }
         let batches = order.chunks(t.batch_size);
         let count = batches.len();
-        for (b, batch) in batches.enumerate() {
+        let skip = if epoch == start.epoch { start.batch } else { 0 };
+        for (b, batch) in batches.enumerate().skip(skip) {
             net.train_step_with(train, batch, &mut stats)
                 .map_err(|e| Failure::Training(e.into()))?;
             if !stats.loss.is_finite() {
                 return Err(Failure::Training(anyhow!(
-                    "step {}: the loss is {}; training diverged (lower train.lr?)",
+                    "step {}: the loss is {}; training diverged (lower train.lr?); the last good checkpoint is the newest in {}",
                     net.step(),
-                    stats.loss
+                    stats.loss,
+                    checkpoint_dir.display()
                 )));
             }
             samples += batch.len();
@@ -152,23 +199,24 @@ pub fn run(config: &Config, out: &Path, quiet: bool) -> Result<(), Failure> {
             window_steps += 1;
             let step = net.step();
             let end_of_epoch = b + 1 == count;
-            let evaluate = end_of_epoch || (t.eval_every > 0 && step % t.eval_every == 0);
+            let stopping = t.max_steps > 0 && step >= t.max_steps;
+            let evaluate =
+                end_of_epoch || stopping || (t.eval_every > 0 && step % t.eval_every == 0);
             if evaluate {
                 let n = if t.eval_samples == 0 {
                     test.len()
                 } else {
                     t.eval_samples.min(test.len())
                 };
-                if n < test.len() {
-                    for i in 0..n {
-                        let j = rng.random_range(i..test.len());
-                        eval_order.swap(i, j);
-                    }
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(t.seed ^ step));
+                for i in 0..n.min(test.len().saturating_sub(1)) {
+                    let j = rng.random_range(i..test.len());
+                    eval_order.swap(i, j);
                 }
-                last_eval = Some(
-                    net.evaluate(test, &eval_order[..n], eval_mode)
-                        .map_err(|e| Failure::Training(e.into()))?,
-                );
+                let result = net
+                    .evaluate(test, &eval_order[..n], eval_mode)
+                    .map_err(|e| Failure::Training(e.into()))?;
+                last_eval = Some(result);
             }
             if evaluate || step % report_every == 0 {
                 let seconds = training.elapsed().as_secs_f64();
@@ -195,24 +243,25 @@ pub fn run(config: &Config, out: &Path, quiet: bool) -> Result<(), Failure> {
                 window_loss = 0.0;
                 window_steps = 0;
             }
-            if t.max_steps > 0 && step >= t.max_steps {
-                if !evaluate {
-                    let all: Vec<usize> = (0..test.len()).collect();
-                    last_eval = Some(
-                        net.evaluate(test, &all, eval_mode)
-                            .map_err(|e| Failure::Training(e.into()))?,
-                    );
-                }
+            finished_at = (epoch, b + 1);
+            if config.checkpoint.every > 0 && step % config.checkpoint.every == 0 {
+                save(&net, epoch, b + 1)?;
+                saved_at = step;
+            }
+            if stopping {
                 break 'epochs;
             }
         }
+    }
+    if saved_at != net.step() || resume.is_none() && net.step() == 0 {
+        save(&net, finished_at.0, finished_at.1)?;
     }
     let seconds = training.elapsed().as_secs_f64();
     let eval = last_eval.unwrap_or_default();
     println!(
         "done: {} steps, {samples} samples in {seconds:.1} s ({:.0} samples/s); test {} {:.4}{}; metrics in {}",
         net.step(),
-        samples as f64 / seconds,
+        samples as f64 / seconds.max(1e-9),
         if multi_label { "P@1" } else { "accuracy" },
         eval.precision_at_1,
         if multi_label {

@@ -45,7 +45,7 @@ fn final_metric(stdout: &str, key: &str) -> f64 {
 }
 
 /// The quickstart config on the shipped MNIST, cut to 150 steps: the sparse hidden layer
-/// learns. Measured: test accuracy 0.908 on all 10,000 test images after 150 steps.
+/// learns. Measured: test accuracy 0.91 on all 10,000 test images after 150 steps.
 #[test]
 fn quickstart_config_learns_mnist() {
     let out = scratch("quickstart");
@@ -251,4 +251,105 @@ fn bad_input_exits_2_with_one_line() {
     let run = slide_train(&["--config", "no-such-config.toml"]);
     assert_eq!(run.status.code(), Some(2));
     assert!(text(&run.stderr).contains("no-such-config.toml: No such file or directory"));
+}
+
+fn checksum_of(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    let header = String::from_utf8_lossy(&bytes[..bytes.len().min(1 << 16)]).into_owned();
+    let at = header
+        .find("\"checksum\":\"")
+        .expect("checksum in the header")
+        + 12;
+    header[at..at + 16].to_string()
+}
+
+/// A run stopped at step 40 and resumed from its checkpoint ends with exactly the weights,
+/// Adam state and tables of an uninterrupted run (the checkpoints' checksums cover every
+/// tensor). Corrupt, truncated and foreign checkpoints are refused with exit status 2.
+#[test]
+fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
+    let dir = scratch("resume");
+    let config = xmc_config(&dir);
+    let config = config.to_str().unwrap();
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let common = [
+        "--config",
+        config,
+        "--quiet",
+        "--threads",
+        "2",
+        "--set",
+        "train.epochs=3",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args: Vec<&str> = common.to_vec();
+        args.extend_from_slice(extra);
+        let out = slide_train(&args);
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    };
+    run(&["--out", a.to_str().unwrap()]);
+    run(&[
+        "--out",
+        b.to_str().unwrap(),
+        "--set",
+        "train.max_steps=40",
+        "--set",
+        "checkpoint.every=20",
+    ]);
+    let stopped = b.join("checkpoints/checkpoint-0000000040.safetensors");
+    assert!(stopped.exists());
+    let at_40 = checksum_of(&stopped);
+    run(&[
+        "--out",
+        b.to_str().unwrap(),
+        "--resume",
+        stopped.to_str().unwrap(),
+    ]);
+    // 2,000 samples in batches of 64: 32 steps per epoch, 96 in all.
+    let final_a = a.join("checkpoints/checkpoint-0000000096.safetensors");
+    let final_b = b.join("checkpoints/checkpoint-0000000096.safetensors");
+    assert_eq!(checksum_of(&final_a), checksum_of(&final_b));
+    assert_ne!(
+        checksum_of(&final_a),
+        at_40,
+        "training after step 40 changed nothing?"
+    );
+
+    let refused = |path: &Path, extra: &[&str], expected: &str| {
+        let out_dir = dir.join("c");
+        let mut args: Vec<&str> = common.to_vec();
+        args.extend_from_slice(&[
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--resume",
+            path.to_str().unwrap(),
+        ]);
+        args.extend_from_slice(extra);
+        let out = slide_train(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(expected),
+            "expected `{expected}` in `{stderr}`"
+        );
+    };
+    let mut bytes = std::fs::read(&final_a).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x5a;
+    let flipped = dir.join("flipped.safetensors");
+    std::fs::write(&flipped, &bytes).unwrap();
+    refused(&flipped, &[], "checksum mismatch: the file is corrupt");
+    let truncated = dir.join("truncated.safetensors");
+    std::fs::write(&truncated, &bytes[..bytes.len() - 100]).unwrap();
+    refused(&truncated, &[], "not a readable safetensors checkpoint");
+    refused(
+        &final_a,
+        &["--set", "train.lr=0.02"],
+        "was written for a different network or training config",
+    );
 }

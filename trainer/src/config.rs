@@ -287,23 +287,49 @@ fn apply_override(table: &mut toml::Table, item: &str) -> Result<()> {
     let Some((key, raw)) = item.split_once('=') else {
         bail!("--set {item}: expected section.key=value");
     };
-    let parts: Vec<&str> = key.trim().split('.').collect();
     // Values are TOML; a bare word that is not valid TOML is taken as a string.
     let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
         .ok()
         .and_then(|mut t| t.remove("v"))
         .unwrap_or_else(|| toml::Value::String(raw.trim().to_string()));
-    let (last, path) = parts.split_last().expect("split yields at least one part");
-    let mut here = table;
-    for part in path {
-        here = here
-            .entry(part.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-            .as_table_mut()
-            .ok_or_else(|| anyhow::anyhow!("--set {item}: `{part}` is not a section"))?;
+    let parts: Vec<&str> = key.trim().split('.').collect();
+    let mut here = toml::Value::Table(std::mem::take(table));
+    let result = set_path(&mut here, &parts, value, item);
+    if let toml::Value::Table(t) = here {
+        *table = t;
     }
-    here.insert(last.to_string(), value);
-    Ok(())
+    result
+}
+
+/// Sets `parts` (table keys, or indices into arrays such as `network.layers.1.size`) to
+/// `value`, creating missing tables.
+fn set_path(here: &mut toml::Value, parts: &[&str], value: toml::Value, item: &str) -> Result<()> {
+    let (first, rest) = parts.split_first().expect("split yields at least one part");
+    let child = match here {
+        toml::Value::Table(t) if rest.is_empty() => {
+            t.insert(first.to_string(), value);
+            return Ok(());
+        }
+        toml::Value::Table(t) => t
+            .entry(first.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new())),
+        toml::Value::Array(a) => {
+            let index: usize = first.parse().map_err(|_| {
+                anyhow::anyhow!("--set {item}: `{first}` is not an index into a list")
+            })?;
+            let len = a.len();
+            let slot = a.get_mut(index).ok_or_else(|| {
+                anyhow::anyhow!("--set {item}: index {index} is past the list's {len} entries")
+            })?;
+            if rest.is_empty() {
+                *slot = value;
+                return Ok(());
+            }
+            slot
+        }
+        _ => bail!("--set {item}: `{first}` is inside a value that is not a section or list"),
+    };
+    set_path(child, rest, value, item)
 }
 
 impl Config {
@@ -444,5 +470,52 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                 min_active: lsh.min_active,
             },
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shipped config parses and passes validation (data files are not needed for that).
+    #[test]
+    fn shipped_configs_are_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let config = load(&path, &[]).unwrap_or_else(|e| panic!("{e:#}"));
+                assert!(!config.network.layers.is_empty());
+                checked += 1;
+            }
+        }
+        assert!(checked >= 6, "only {checked} configs");
+    }
+
+    #[test]
+    fn overrides_reach_tables_and_list_entries() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/mnist.toml");
+        let config = load(
+            &path,
+            &[
+                "train.lr=0.5".into(),
+                "network.layers.0.size=77".into(),
+                "data.dir=elsewhere".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.train.lr, 0.5);
+        assert_eq!(config.network.layers[0].size, 77);
+        assert_eq!(config.data.dir.as_deref(), Some(Path::new("elsewhere")));
+        let err = load(&path, &["network.layers.x.size=1".into()])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "--set network.layers.x.size=1: `x` is not an index into a list"
+        );
+        let err = load(&path, &["nonsense".into()]).unwrap_err().to_string();
+        assert_eq!(err, "--set nonsense: expected section.key=value");
     }
 }

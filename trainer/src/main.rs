@@ -1,40 +1,59 @@
-//! `slide-train`: trains a slide network from a TOML config.
+//! `slide-train`: trains a slide network from a TOML config, evaluates checkpoints, and
+//! generates extreme-classification data.
 //!
 //! ```text
 //! slide-train --config configs/quickstart.toml [--set train.epochs=2] [--threads 2]
 //!             [--out runs/quickstart] [--quiet] [--resume CKPT]
+//! slide-train eval --config FILE --checkpoint CKPT [--mode exact|lsh|dense]
+//! slide-train gen-data --preset amazon670k --out DIR [--scale 0.05] [--seed 1]
 //! ```
 //!
-//! Exit status: 0 on success, 2 for a bad command line, config or data file (one line on
-//! stderr says what and where), 1 when training itself fails (e.g. the loss diverges).
+//! Exit status: 0 on success, 2 for a bad command line, config, data file or checkpoint
+//! (one line on stderr says what and where), 1 when training itself fails (e.g. the loss
+//! diverges).
 
 mod checkpoint;
 mod config;
 mod data;
+mod generate;
 mod train;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use train::Failure;
 
-/// Train a SLIDE network (LSH-sampled sparse layers) from a TOML config.
+/// Train SLIDE networks (LSH-sampled sparse layers) from TOML configs.
 #[derive(Debug, Parser)]
-#[command(name = "slide-train", version, about, long_about = None)]
+#[command(
+    name = "slide-train",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    train: TrainArgs,
+}
+
+#[derive(Debug, Args)]
+struct TrainArgs {
     /// The config file; a bare name such as `quickstart.toml` is also looked up in `configs/`.
     #[arg(long, value_name = "FILE")]
-    config: PathBuf,
+    config: Option<PathBuf>,
     /// Override a config value, e.g. `--set train.lr=0.001` (repeatable; values are TOML).
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     overrides: Vec<String>,
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// Folder for the metrics file and other outputs (created if missing).
+    /// Folder for the metrics file and checkpoints (created if missing).
     #[arg(long, value_name = "DIR", default_value = "runs/latest")]
     out: PathBuf,
-    /// Print only the summary lines (evaluations and the final result).
+    /// Print only the evaluation lines and the final result.
     #[arg(long)]
     quiet: bool,
     /// Continue from this checkpoint (written by a run of the same config).
@@ -42,34 +61,134 @@ struct Cli {
     resume: Option<PathBuf>,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum EvalMode {
+    /// Every output scored; hidden LSH layers sample as in training.
+    Exact,
+    /// Every LSH layer samples, the output layer too.
+    Lsh,
+    /// Every neuron of every layer.
+    Dense,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Evaluate a checkpoint on the config's test set.
+    Eval {
+        /// The config the checkpoint was trained with.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Override a config value (as for training).
+        #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+        overrides: Vec<String>,
+        /// The checkpoint file.
+        #[arg(long, value_name = "CKPT")]
+        checkpoint: PathBuf,
+        /// Which neurons to compute.
+        #[arg(long, value_enum, default_value = "exact")]
+        mode: EvalMode,
+        /// Worker threads (default: one per core).
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+    },
+    /// Generate extreme-classification data shaped like a published dataset, as
+    /// `train.txt` and `test.txt` in the repository text format.
+    GenData {
+        /// Which dataset's statistics to follow: amazon670k or delicious200k.
+        #[arg(long)]
+        preset: String,
+        /// Output folder.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Multiply points, labels and features by this (0 < F <= 1).
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        /// Random seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(&cli) {
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(train::Failure::Input(e)) => {
+        Err(Failure::Input(e)) => {
             eprintln!("slide-train: {e:#}");
             ExitCode::from(2)
         }
-        Err(train::Failure::Training(e)) => {
+        Err(Failure::Training(e)) => {
             eprintln!("slide-train: {e:#}");
             ExitCode::from(1)
         }
     }
 }
 
-fn run(cli: &Cli) -> Result<(), train::Failure> {
-    use train::Failure::Input;
-    if cli.threads == Some(0) {
-        return Err(Input(anyhow::anyhow!("--threads must be at least 1")));
+fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool, Failure> {
+    if threads == Some(0) {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "--threads must be at least 1"
+        )));
     }
-    let path = config::locate(&cli.config);
-    let config = config::load(&path, &cli.overrides).map_err(Input)?;
-    let threads = cli.threads.unwrap_or_else(|| {
+    let threads = threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    let pool = rayon::ThreadPoolBuilder::new()
+    rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
-        .map_err(|e| Input(anyhow::anyhow!("cannot start {threads} threads: {e}")))?;
-    pool.install(|| train::run(&config, &cli.out, cli.quiet, cli.resume.as_deref()))
+        .map_err(|e| Failure::Input(anyhow::anyhow!("cannot start {threads} threads: {e}")))
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    use Failure::Input;
+    match cli.command {
+        Some(Command::GenData {
+            preset,
+            out,
+            scale,
+            seed,
+        }) => {
+            let shape = generate::preset(&preset)
+                .and_then(|p| generate::scaled(p, scale))
+                .map_err(Input)?;
+            let started = std::time::Instant::now();
+            generate::generate(shape, seed, &out).map_err(Input)?;
+            println!(
+                "wrote {} train and {} test points ({} features, {} labels) to {} in {:.1} s",
+                shape.train,
+                shape.test,
+                shape.features,
+                shape.labels,
+                out.display(),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        Some(Command::Eval {
+            config,
+            overrides,
+            checkpoint,
+            mode,
+            threads,
+        }) => {
+            let config = config::load(&config::locate(&config), &overrides).map_err(Input)?;
+            let mode = match mode {
+                EvalMode::Exact => slide::Mode::EvalExact,
+                EvalMode::Lsh => slide::Mode::EvalLsh,
+                EvalMode::Dense => slide::Mode::EvalDense,
+            };
+            pool(threads)?.install(|| train::evaluate_checkpoint(&config, &checkpoint, mode))
+        }
+        None => {
+            let args = cli.train;
+            let Some(path) = args.config.as_deref() else {
+                return Err(Input(anyhow::anyhow!(
+                    "--config FILE is required (see slide-train --help)"
+                )));
+            };
+            let config = config::load(&config::locate(path), &args.overrides).map_err(Input)?;
+            pool(args.threads)?
+                .install(|| train::run(&config, &args.out, args.quiet, args.resume.as_deref()))
+        }
+    }
 }

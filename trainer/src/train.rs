@@ -75,16 +75,18 @@ fn mix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> Result<(), Failure> {
+/// Data, network and checkpoint identity for a config, everything checked.
+struct Prepared {
+    loaded: Loaded,
+    net: Network,
+    identity: String,
+}
+
+fn prepare(config: &Config) -> Result<Prepared, Failure> {
     let input = Failure::Input;
     let started = Instant::now();
-    let Loaded {
-        train,
-        test,
-        features,
-        labels,
-        multi_label,
-    } = data::load(&config.data).map_err(input)?;
+    let loaded = data::load(&config.data).map_err(input)?;
+    let (features, labels) = (loaded.features, loaded.labels);
     let last = config.network.layers.last().expect("validated").size;
     if last != labels {
         return Err(input(anyhow!(
@@ -101,18 +103,81 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
             available as f64 / 1e9
         )));
     }
-    let (train, test) = (train.examples(), test.examples());
     println!(
         "data: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB",
-        train.len(),
-        test.len(),
+        loaded.train.examples().len(),
+        loaded.test.examples().len(),
         started.elapsed().as_secs_f64(),
         estimate as f64 / 1e6
     );
     let network_config = config.network(features);
     // What a checkpoint must match to be resumed: the network, optimizer, schedule and seed.
     let identity = format!("{network_config:?}");
-    let mut net = Network::new(network_config).map_err(|e| input(e.into()))?;
+    let net = Network::new(network_config).map_err(|e| input(e.into()))?;
+    Ok(Prepared {
+        loaded,
+        net,
+        identity,
+    })
+}
+
+/// `slide-train eval`: a checkpoint's metrics on the whole test set.
+pub fn evaluate_checkpoint(config: &Config, path: &Path, mode: Mode) -> Result<(), Failure> {
+    let Prepared {
+        loaded,
+        mut net,
+        identity,
+    } = prepare(config)?;
+    let (state, _) = checkpoint::load(path, &identity).map_err(Failure::Input)?;
+    net.import_state(&state)
+        .map_err(|e| Failure::Input(anyhow!("{}: {e}", path.display())))?;
+    let test = loaded.test.examples();
+    let all: Vec<usize> = (0..test.len()).collect();
+    let started = Instant::now();
+    let e = net
+        .evaluate(test, &all, mode)
+        .map_err(|e| Failure::Training(e.into()))?;
+    let seconds = started.elapsed().as_secs_f64();
+    if loaded.multi_label {
+        println!(
+            "{}: step {}, {} test samples: P@1 {:.4}, P@3 {:.4}, P@5 {:.4} ({:.0} outputs scored per sample, {:.1} s)",
+            path.display(),
+            net.step(),
+            e.samples,
+            e.precision_at_1,
+            e.precision_at_3,
+            e.precision_at_5,
+            e.active_outputs,
+            seconds
+        );
+    } else {
+        println!(
+            "{}: step {}, {} test samples: accuracy {:.4} ({:.0} outputs scored per sample, {:.1} s)",
+            path.display(),
+            net.step(),
+            e.samples,
+            e.precision_at_1,
+            e.active_outputs,
+            seconds
+        );
+    }
+    Ok(())
+}
+
+pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> Result<(), Failure> {
+    let input = Failure::Input;
+    let Prepared {
+        loaded,
+        mut net,
+        identity,
+    } = prepare(config)?;
+    let Loaded {
+        train,
+        test,
+        multi_label,
+        ..
+    } = loaded;
+    let (train, test) = (train.examples(), test.examples());
     let mut start = Position { epoch: 1, batch: 0 };
     if let Some(path) = resume {
         let (state, position) = checkpoint::load(path, &identity).map_err(input)?;

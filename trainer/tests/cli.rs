@@ -353,3 +353,106 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
         "was written for a different network or training config",
     );
 }
+
+/// `gen-data` writes files the XMC reader accepts, the same for the same seed; a model
+/// trained on them learns (measured: test P@1 0.68 after 8 epochs of 2,452 points; chance is
+/// below 0.01), and `eval` on the final checkpoint reproduces the run's final metrics.
+#[test]
+fn generated_data_trains_and_eval_reproduces_the_final_metrics() {
+    let dir = scratch("gen");
+    let generate = |seed: &str, out: &Path| {
+        let run = slide_train(&[
+            "gen-data",
+            "--preset",
+            "amazon670k",
+            "--scale",
+            "0.005",
+            "--seed",
+            seed,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(run.status.success(), "{}", text(&run.stderr));
+        text(&run.stdout)
+    };
+    let said = generate("3", &dir.join("a"));
+    assert!(
+        said.starts_with("wrote 2452 train and 765 test points (680 features, 3350 labels)"),
+        "{said}"
+    );
+    generate("3", &dir.join("b"));
+    generate("4", &dir.join("c"));
+    let read = |p: &str| std::fs::read(dir.join(p)).unwrap();
+    assert_eq!(read("a/train.txt"), read("b/train.txt"));
+    assert_ne!(read("a/train.txt"), read("c/train.txt"));
+    assert!(
+        String::from_utf8(read("a/test.txt"))
+            .unwrap()
+            .starts_with("765 680 3350\n")
+    );
+
+    let config = dir.join("gen.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[data]
+format = "xmc"
+train = "{d}/a/train.txt"
+test = "{d}/a/test.txt"
+[[network.layers]]
+size = 64
+activation = "relu"
+layout = "input-major"
+[[network.layers]]
+size = 3350
+activation = "softmax"
+[network.layers.lsh]
+family = "dwta"
+k = 3
+l = 20
+range_pow = 9
+strategy = "vanilla"
+budget = 128
+min_active = 128
+[train]
+epochs = 8
+batch_size = 64
+lr = 0.003
+seed = 2
+rebuild_every = 20
+"#,
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let run = slide_train(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--quiet",
+        "--threads",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = text(&run.stdout);
+    assert!(run.status.success(), "{stdout}{}", text(&run.stderr));
+    let p1 = final_metric(&stdout, "P@1");
+    eprintln!("generated amazon670k x0.005: P@1 {p1}");
+    assert!(p1 > 0.5, "{stdout}");
+    let checkpoint = out.join("checkpoints/checkpoint-0000000312.safetensors");
+    let eval = slide_train(&[
+        "eval",
+        "--config",
+        config.to_str().unwrap(),
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+    ]);
+    let said = text(&eval.stdout);
+    assert!(eval.status.success(), "{said}{}", text(&eval.stderr));
+    assert!(
+        said.contains(&format!("P@1 {p1:.4}")),
+        "eval says `{said}`, training ended at P@1 {p1:.4}"
+    );
+}

@@ -59,6 +59,18 @@ pub enum SlideError {
         /// Number of samples in the dataset.
         len: usize,
     },
+    /// Activations became NaN or infinite: the weights have diverged (learning rate too
+    /// high, or inputs too large).
+    #[error(
+        "training diverged: layer {layer}'s activations for sample {sample} are not finite \
+         (NaN or infinity)"
+    )]
+    Diverged {
+        /// The layer whose outputs are not finite.
+        layer: usize,
+        /// Position of the sample in the dataset.
+        sample: usize,
+    },
     /// A step was asked to train on no samples.
     #[error("empty batch")]
     EmptyBatch,

@@ -368,14 +368,22 @@ fn run_sample(
             Mode::EvalExact => Mode::EvalLsh,
             other => other,
         };
-        layer.select_active(
-            x,
-            forced,
-            layer_mode,
-            rng,
-            scratch.queries[l].as_mut(),
-            &mut here[0],
-        )?;
+        layer
+            .select_active(
+                x,
+                forced,
+                layer_mode,
+                rng,
+                scratch.queries[l].as_mut(),
+                &mut here[0],
+            )
+            .map_err(|e| match e {
+                SlideError::Lsh(LshError::NonFiniteValue { .. }) if l > 0 => SlideError::Diverged {
+                    layer: l - 1,
+                    sample,
+                },
+                other => other,
+            })?;
         let selected = Instant::now();
         state.macs += layer.forward(x, &mut here[0]);
         state.times.hashing += selected - started;

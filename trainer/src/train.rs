@@ -211,9 +211,23 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
         .map_err(input)?;
     let checkpoint_dir = out.join(&config.checkpoint.dir);
     let save = |net: &Network, epoch: usize, batch: usize| -> Result<(), Failure> {
+        let state = net.export_state();
+        // Never write a checkpoint that could not be trained on: it would replace a good one.
+        let finite = state.layers.iter().all(|l| {
+            [&l.weights, &l.m, &l.v, &l.bias, &l.bias_m, &l.bias_v]
+                .iter()
+                .all(|v| v.iter().all(|x| x.is_finite()))
+        });
+        if !finite {
+            return Err(Failure::Training(anyhow!(
+                "step {}: parameters are no longer finite; training diverged (lower train.lr?); the last good checkpoint is the newest in {}",
+                net.step(),
+                checkpoint_dir.display()
+            )));
+        }
         checkpoint::save(
             &checkpoint_dir,
-            &net.export_state(),
+            &state,
             Position { epoch, batch },
             &identity,
             config.checkpoint.keep_last,
@@ -249,15 +263,20 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
         let count = batches.len();
         let skip = if epoch == start.epoch { start.batch } else { 0 };
         for (b, batch) in batches.enumerate().skip(skip) {
-            net.train_step_with(train, batch, &mut stats)
-                .map_err(|e| Failure::Training(e.into()))?;
-            if !stats.loss.is_finite() {
-                return Err(Failure::Training(anyhow!(
-                    "step {}: the loss is {}; training diverged (lower train.lr?); the last good checkpoint is the newest in {}",
-                    net.step(),
-                    stats.loss,
+            let this_step = net.step() + 1;
+            let diverged = |what: String| {
+                Failure::Training(anyhow!(
+                    "step {this_step}: {what}; training stopped (lower train.lr?); the last good checkpoint is the newest in {}",
                     checkpoint_dir.display()
-                )));
+                ))
+            };
+            match net.train_step_with(train, batch, &mut stats) {
+                Ok(()) => {}
+                Err(e @ slide::SlideError::Diverged { .. }) => return Err(diverged(e.to_string())),
+                Err(e) => return Err(Failure::Training(e.into())),
+            }
+            if !stats.loss.is_finite() {
+                return Err(diverged(format!("the loss is {}", stats.loss)));
             }
             samples += batch.len();
             window_loss += stats.loss;

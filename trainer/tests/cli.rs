@@ -456,3 +456,47 @@ rebuild_every = 20
         "eval says `{said}`, training ended at P@1 {p1:.4}"
     );
 }
+
+/// A learning rate of 1e37 blows the weights up within two steps: the run stops with exit
+/// status 1 and a message naming the step, and the checkpoint it leaves is the last one
+/// whose parameters were finite, which still loads.
+#[test]
+fn a_diverging_run_stops_and_keeps_the_last_good_checkpoint() {
+    let dir = scratch("diverge");
+    let config = xmc_config(&dir);
+    let config = config.to_str().unwrap();
+    let out = dir.join("out");
+    let overrides = ["--set", "train.lr=1e37", "--set", "checkpoint.every=1"];
+    let mut args = vec![
+        "--config",
+        config,
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(&overrides);
+    let run = slide_train(&args);
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("slide-train: step "), "{stderr}");
+    assert!(
+        stderr.contains("training diverged")
+            && stderr.contains("the last good checkpoint is the newest in"),
+        "{stderr}"
+    );
+    let kept: Vec<_> = std::fs::read_dir(out.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let mut eval = vec![
+        "eval",
+        "--config",
+        config,
+        "--checkpoint",
+        kept[0].to_str().unwrap(),
+    ];
+    eval.extend_from_slice(&overrides);
+    let run = slide_train(&eval);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+}

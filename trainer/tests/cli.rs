@@ -355,8 +355,9 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
 }
 
 /// `gen-data` writes files the XMC reader accepts, the same for the same seed; a model
-/// trained on them learns (measured: test P@1 0.68 after 8 epochs of 2,452 points; chance is
-/// below 0.01), and `eval` on the final checkpoint reproduces the run's final metrics.
+/// trained on them learns (measured: test P@1 0.34 after 20 epochs of 2,452 points, where
+/// always predicting the most frequent label gives about 0.015), and `eval` on the final
+/// checkpoint reproduces the run's final metrics.
 #[test]
 fn generated_data_trains_and_eval_reproduces_the_final_metrics() {
     let dir = scratch("gen");
@@ -416,7 +417,7 @@ strategy = "vanilla"
 budget = 128
 min_active = 128
 [train]
-epochs = 8
+epochs = 20
 batch_size = 64
 lr = 0.003
 seed = 2
@@ -440,8 +441,8 @@ rebuild_every = 20
     assert!(run.status.success(), "{stdout}{}", text(&run.stderr));
     let p1 = final_metric(&stdout, "P@1");
     eprintln!("generated amazon670k x0.005: P@1 {p1}");
-    assert!(p1 > 0.5, "{stdout}");
-    let checkpoint = out.join("checkpoints/checkpoint-0000000312.safetensors");
+    assert!(p1 > 0.2, "{stdout}");
+    let checkpoint = out.join("checkpoints/checkpoint-0000000780.safetensors");
     let eval = slide_train(&[
         "eval",
         "--config",

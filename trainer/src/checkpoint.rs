@@ -253,28 +253,31 @@ pub fn load(path: &Path, identity: &str) -> Result<(NetworkState, Position)> {
             .parse::<u64>()
             .map_err(|_| fail(format!("metadata `{key}` is not a number")))
     };
-    let f32s = |name: &str| -> Result<Vec<f32>> {
-        let v = tensors
+    // A tensor's bytes, after checking its element type.
+    let bytes_of = |name: &str, dtype: Dtype| -> Result<&[u8]> {
+        let view = tensors
             .tensor(name)
             .map_err(|e| fail(format!("{name}: {e}")))?;
-        if v.dtype() != Dtype::F32 {
-            bail!(fail(format!("{name} is not f32")));
+        if view.dtype() != dtype {
+            bail!(fail(format!(
+                "{name} is {:?}, expected {dtype:?}",
+                view.dtype()
+            )));
         }
-        Ok(v.data()
+        Ok(view.data())
+    };
+    let f32s = |name: &str| -> Result<Vec<f32>> {
+        let bytes = bytes_of(name, Dtype::F32)?;
+        Ok(bytes
             .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
             .collect())
     };
     let u32s = |name: &str| -> Result<Vec<u32>> {
-        let v = tensors
-            .tensor(name)
-            .map_err(|e| fail(format!("{name}: {e}")))?;
-        if v.dtype() != Dtype::U32 {
-            bail!(fail(format!("{name} is not u32")));
-        }
-        Ok(v.data()
+        let bytes = bytes_of(name, Dtype::U32)?;
+        Ok(bytes
             .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
             .collect())
     };
     let mut layers = Vec::new();
@@ -288,15 +291,12 @@ pub fn load(path: &Path, identity: &str) -> Result<(NetworkState, Position)> {
             bail!(fail(format!("{p}.weight is not a matrix")));
         }
         let tables = if names.contains(&format!("{p}.tables.store")) {
-            let offsets = tensors
-                .tensor(&format!("{p}.tables.store_offsets"))
-                .map_err(|e| fail(e.to_string()))?;
+            let offsets = bytes_of(&format!("{p}.tables.store_offsets"), Dtype::U64)?;
             Some(TablesState {
                 generation: number(&format!("{p}.tables.generation"))?,
                 buckets: u32s(&format!("{p}.tables.buckets"))?,
                 store: u32s(&format!("{p}.tables.store"))?,
                 store_offsets: offsets
-                    .data()
                     .chunks_exact(8)
                     .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
                     .collect(),

@@ -6,6 +6,7 @@
 //!             [--out runs/quickstart] [--quiet] [--resume CKPT]
 //! slide-train eval --config FILE --checkpoint CKPT [--mode exact|lsh|dense]
 //! slide-train gen-data --preset amazon670k --out DIR [--scale 0.05] [--seed 1]
+//! slide-train plot runs/latest/metrics.jsonl --out curve.png
 //! ```
 //!
 //! Exit status: 0 on success, 2 for a bad command line, config, data file or checkpoint
@@ -16,6 +17,7 @@ mod checkpoint;
 mod config;
 mod data;
 mod generate;
+mod plot;
 mod train;
 
 use std::path::PathBuf;
@@ -91,6 +93,14 @@ enum Command {
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
     },
+    /// Draw training loss and test P@1 against steps and time from a metrics file (PNG).
+    Plot {
+        /// A metrics file written by a training run (JSON lines).
+        metrics: PathBuf,
+        /// The PNG to write.
+        #[arg(long, value_name = "PNG", default_value = "curve.png")]
+        out: PathBuf,
+    },
     /// Generate extreme-classification data shaped like a published dataset, as
     /// `train.txt` and `test.txt` in the repository text format.
     GenData {
@@ -162,6 +172,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 out.display(),
                 started.elapsed().as_secs_f64()
             );
+            Ok(())
+        }
+        Some(Command::Plot { metrics, out }) => {
+            plot::plot(&metrics, &out).map_err(Input)?;
+            println!("wrote {}", out.display());
             Ok(())
         }
         Some(Command::Eval {

@@ -501,3 +501,54 @@ fn a_diverging_run_stops_and_keeps_the_last_good_checkpoint() {
     let run = slide_train(&eval);
     assert!(run.status.success(), "{}", text(&run.stderr));
 }
+
+/// `plot` draws a PNG from a metrics file; a malformed line is reported with file and line.
+#[test]
+fn plot_draws_a_png_and_names_bad_lines() {
+    let dir = scratch("plot");
+    let metrics = dir.join("metrics.jsonl");
+    let records: Vec<String> = (1..=20)
+        .map(|s| {
+            let p1 = if s % 5 == 0 {
+                format!(",\"p_at_1\":{}", s as f64 / 40.0)
+            } else {
+                String::new()
+            };
+            format!(
+                "{{\"step\":{s},\"epoch\":1,\"seconds\":{},\"loss\":{}{p1}}}",
+                s as f64 * 0.1,
+                5.0 / s as f64
+            )
+        })
+        .collect();
+    std::fs::write(&metrics, records.join("\n")).unwrap();
+    let png = dir.join("curve.png");
+    let run = slide_train(&[
+        "plot",
+        metrics.to_str().unwrap(),
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        bytes.len() > 20_000,
+        "a 1200x800 chart with text: {} bytes",
+        bytes.len()
+    );
+
+    std::fs::write(&metrics, format!("{}\n{{\"step\":3}}\n", records[0])).unwrap();
+    let run = slide_train(&[
+        "plot",
+        metrics.to_str().unwrap(),
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(2));
+    assert!(
+        text(&run.stderr).contains(&format!("{}:2: no number `seconds`", metrics.display())),
+        "{}",
+        text(&run.stderr)
+    );
+}

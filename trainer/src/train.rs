@@ -1,11 +1,12 @@
 //! The training loop: epochs of shuffled batches, periodic evaluation, metrics, checkpoints,
 //! and a stop with a message when the loss diverges.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, anyhow};
+use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;
@@ -249,6 +250,21 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
     let (mut samples, mut window_loss, mut window_steps) = (0usize, 0.0, 0usize);
     let mut last_eval: Option<EvalStats> = None;
     let report_every = (train.len() / t.batch_size / 10).max(1) as u64;
+    let steps_per_epoch = train.len().div_ceil(t.batch_size) as u64;
+    let mut total_steps = steps_per_epoch * t.epochs as u64;
+    if t.max_steps > 0 {
+        total_steps = total_steps.min(t.max_steps);
+    }
+    // A live bar on a terminal; plain lines when the output is a file or pipe, or --quiet.
+    let bar = (!quiet && std::io::stdout().is_terminal()).then(|| {
+        let bar = ProgressBar::new(total_steps);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} steps  {msg}  eta {eta}")
+                .expect("valid template"),
+        );
+        bar.set_position(net.step());
+        bar
+    });
     let mut finished_at = (start.epoch, start.batch);
     let mut saved_at = net.step();
     'epochs: for epoch in start.epoch..=t.epochs {
@@ -321,11 +337,22 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
                 writeln!(metrics, "{line}")
                     .with_context(|| format!("cannot write {}", metrics_path.display()))
                     .map_err(Failure::Training)?;
-                if !quiet || eval.is_some() {
-                    print_record(&record, multi_label);
+                match &bar {
+                    Some(bar) if eval.is_some() => bar.println(format_record(&record, multi_label)),
+                    Some(bar) => bar.set_message(format!(
+                        "loss {:.4}  {:.0} samples/s",
+                        record.loss, record.samples_per_second
+                    )),
+                    None if !quiet || eval.is_some() => {
+                        println!("{}", format_record(&record, multi_label))
+                    }
+                    None => {}
                 }
                 window_loss = 0.0;
                 window_steps = 0;
+            }
+            if let Some(bar) = &bar {
+                bar.set_position(step);
             }
             finished_at = (epoch, b + 1);
             if config.checkpoint.every > 0 && step % config.checkpoint.every == 0 {
@@ -339,6 +366,9 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
     }
     if saved_at != net.step() || resume.is_none() && net.step() == 0 {
         save(&net, finished_at.0, finished_at.1)?;
+    }
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
     }
     let seconds = training.elapsed().as_secs_f64();
     let eval = last_eval.unwrap_or_default();
@@ -361,7 +391,7 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
     Ok(())
 }
 
-fn print_record(r: &Record, multi_label: bool) {
+fn format_record(r: &Record, multi_label: bool) -> String {
     let mut line = format!(
         "step {:>6}  epoch {:>3}  {:>7.1} s  {:>7.0} samples/s  loss {:.4}",
         r.step, r.epoch, r.seconds, r.samples_per_second, r.loss
@@ -377,5 +407,5 @@ fn print_record(r: &Record, multi_label: bool) {
             line += &format!("  test accuracy {p1:.4}");
         }
     }
-    println!("{line}");
+    line
 }

@@ -308,7 +308,10 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
                 } else {
                     t.eval_samples.min(test.len())
                 };
+                // The evaluated sample depends only on the seed and the step (not on earlier
+                // evaluations), so a resumed run evaluates the same samples.
                 let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(t.seed ^ step));
+                eval_order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
                 for i in 0..n.min(test.len().saturating_sub(1)) {
                     let j = rng.random_range(i..test.len());
                     eval_order.swap(i, j);

@@ -319,6 +319,22 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
         at_40,
         "training after step 40 changed nothing?"
     );
+    // The evaluations at the ends of the epochs (steps 32, 64, 96) match too.
+    let evals = |dir: &Path| -> Vec<String> {
+        std::fs::read_to_string(dir.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("\"p_at_1\"") && !l.starts_with("{\"step\":40,"))
+            .map(|l| {
+                let step = &l[..l.find(',').unwrap()];
+                let p1 = &l[l.find("\"p_at_1\"").unwrap()..];
+                format!("{step} {}", &p1[..p1.find(',').unwrap()])
+            })
+            .collect()
+    };
+    let (evals_a, evals_b) = (evals(&a), evals(&b));
+    assert_eq!(evals_a.len(), 3, "{evals_a:?}");
+    assert_eq!(evals_a, evals_b);
 
     let refused = |path: &Path, extra: &[&str], expected: &str| {
         let out_dir = dir.join("c");

@@ -1,6 +1,7 @@
 //! A stack of sparse layers, the threaded per-sample training step, the sparse Adam update
 //! and the table-rebuild schedule.
 
+use slide_lsh::mix64;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -229,12 +230,6 @@ pub struct Network {
 
 /// Update counts whose Adam constants are precomputed.
 const ADAM_TABLE: u32 = 4096;
-
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 fn validate(config: &NetworkConfig) -> Result<()> {
     if config.input_dim == 0 {

@@ -55,7 +55,7 @@ pub mod vector;
 pub use error::{LshError, Result};
 pub use family::{
     CodeBuffer, DophMinHash, FamilyKind, HashFamily, LshFamily, LshParams, Projection, SimHash,
-    Wta, WtaMode,
+    Wta, WtaMode, mix64,
 };
 pub use sampling::{QueryScratch, Sampling, Strategy};
 pub use tables::{BucketPolicy, HashTables, TablesConfig, TablesState, TablesStats};

@@ -1,6 +1,7 @@
 //! The training loop: epochs of shuffled batches, periodic evaluation, metrics, checkpoints,
 //! and a stop with a message when the loss diverges.
 
+use slide::lsh::mix64;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Instant;
@@ -68,12 +69,6 @@ fn available_bytes() -> Option<u64> {
         .parse::<u64>()
         .ok()
         .map(|kb| kb * 1024)
-}
-
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// Data, network and checkpoint identity for a config, everything checked.

@@ -501,6 +501,39 @@ fn accumulate_row(
     macs as u64
 }
 
+/// Bias gradients of layer `l` into `out`, each summed in sample order: one per row group
+/// (touched neuron) for a neuron-major layer, one per neuron for an input-major layer, all
+/// of whose neurons are active.
+#[allow(clippy::too_many_arguments)]
+fn bias_gradients(
+    layout: WeightLayout,
+    out_dim: usize,
+    states: &[SampleState],
+    contributions: &[Contribution],
+    group_starts: &[u32],
+    l: usize,
+    scale: f32,
+    out: &mut Vec<f32>,
+) {
+    out.clear();
+    match layout {
+        WeightLayout::NeuronMajor => {
+            out.extend(group_starts.windows(2).map(|g| {
+                contributions[g[0] as usize..g[1] as usize]
+                    .iter()
+                    .map(|c| scale * states[c.sample as usize].traces[l].delta[c.position as usize])
+                    .fold(0.0, |sum, x| sum + x)
+            }));
+        }
+        WeightLayout::InputMajor => {
+            out.resize(out_dim, 0.0);
+            for state in states {
+                (kernels().axpy)(scale, &state.traces[l].delta, out);
+            }
+        }
+    }
+}
+
 impl Network {
     /// Validates `config` and builds the network (weights initialised from the seed, LSH
     /// tables built).
@@ -678,13 +711,28 @@ impl Network {
                     [self.group_starts[k] as usize..self.group_starts[k + 1] as usize];
                 accumulate_row(layer.layout, &self.states, group, l, data, batch, scale, g);
             }
-            let mut bias = vec![0.0f32; layer.out_dim];
-            for state in &self.states[..batch.len()] {
-                let trace = &state.traces[l];
-                for (position, &d) in trace.delta.iter().enumerate() {
-                    bias[trace.id(position) as usize] += scale * d;
+            let mut compact = Vec::new();
+            let states = &self.states[..batch.len()];
+            bias_gradients(
+                layer.layout,
+                layer.out_dim,
+                states,
+                &self.contributions,
+                &self.group_starts,
+                l,
+                scale,
+                &mut compact,
+            );
+            let bias = match layer.layout {
+                WeightLayout::InputMajor => compact,
+                WeightLayout::NeuronMajor => {
+                    let mut dense = vec![0.0f32; layer.out_dim];
+                    for (&neuron, g) in self.touched.iter().zip(compact) {
+                        dense[neuron as usize] = g;
+                    }
+                    dense
                 }
-            }
+            };
             let active = self.states[..batch.len()]
                 .iter()
                 .map(|s| {
@@ -979,28 +1027,16 @@ impl Network {
         }
         // Biases: one per neuron. Neuron-major rows are neurons; an input-major layer has all
         // its neurons active, so all its biases move.
-        let bias_count = match layout {
-            WeightLayout::NeuronMajor => touched.len(),
-            WeightLayout::InputMajor => layer.out_dim,
-        };
-        bias_gradient.clear();
-        bias_gradient.resize(bias_count, 0.0);
-        match layout {
-            WeightLayout::NeuronMajor => {
-                for (k, g) in bias_gradient.iter_mut().enumerate() {
-                    for c in &contributions[group_starts[k] as usize..group_starts[k + 1] as usize]
-                    {
-                        *g +=
-                            scale * states[c.sample as usize].traces[l].delta[c.position as usize];
-                    }
-                }
-            }
-            WeightLayout::InputMajor => {
-                for state in states {
-                    (kernels().axpy)(scale, &state.traces[l].delta, bias_gradient);
-                }
-            }
-        }
+        bias_gradients(
+            layout,
+            layer.out_dim,
+            states,
+            contributions,
+            group_starts,
+            l,
+            scale,
+            bias_gradient,
+        );
         for (k, &g) in bias_gradient.iter().enumerate() {
             let neuron = match layout {
                 WeightLayout::NeuronMajor => touched[k] as usize,

@@ -74,7 +74,7 @@ pub use data::{DenseExamples, Examples, SparseExamples};
 pub use error::{Result, SlideError};
 pub use layer::{Activation, LayerConfig, LayerState, LshConfig, Mode, SparseLayer, WeightLayout};
 pub use network::{
-    AdamConfig, EvalStats, LayerGradients, Network, NetworkConfig, NetworkState, PhaseTimes,
-    RebuildSchedule, StepStats,
+    AdamConfig, EVAL_BLOCK, EvalStats, LayerGradients, Network, NetworkConfig, NetworkState,
+    PhaseTimes, RebuildSchedule, StepStats,
 };
 pub use slide_lsh as lsh;

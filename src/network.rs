@@ -12,7 +12,7 @@ use slide_lsh::{LshError, Vector};
 
 use crate::data::Examples;
 use crate::error::{Result, SlideError, config_error};
-use crate::kernels::{AdamStep, kernels};
+use crate::kernels::{AdamStep, kernels, sparse_dot};
 use crate::layer::{
     Activation, LayerConfig, LayerState, LayerTrace, Mode, QueryBuffers, SparseLayer, WeightLayout,
 };
@@ -325,6 +325,7 @@ fn run_sample(
     rng: &mut Xoshiro256PlusPlus,
     scratch: &mut ThreadScratch,
     state: &mut SampleState,
+    hidden_only: bool,
 ) -> Result<()> {
     let input = data.input(sample);
     input
@@ -346,7 +347,8 @@ fn run_sample(
     state.traces.resize_with(layers.len(), Default::default);
     state.macs = 0;
     state.times = PhaseTimes::default();
-    for (l, layer) in layers.iter().enumerate() {
+    let run = if hidden_only { last } else { last + 1 };
+    for (l, layer) in layers.iter().enumerate().take(run) {
         let (below, here) = state.traces.split_at_mut(l);
         let x = if l == 0 {
             input
@@ -383,6 +385,9 @@ fn run_sample(
         state.macs += layer.forward(x, &mut here[0]);
         state.times.hashing += selected - started;
         state.times.forward += selected.elapsed();
+    }
+    if hidden_only {
+        return Ok(());
     }
 
     // Softmax cross-entropy with soft targets 1/|y| on each label, over the active outputs.
@@ -534,6 +539,33 @@ fn bias_gradients(
     }
 }
 
+/// Samples an evaluation pass holds at once.
+pub const EVAL_BLOCK: usize = 256;
+
+/// A sample's 5 best `(logit, neuron)` pairs, best first; ties go to the lower neuron id, so
+/// the result does not depend on the order offers arrive in. Empty slots are
+/// `(-inf, u32::MAX)`.
+#[derive(Debug, Clone, Copy)]
+struct Best5([(f32, u32); 5]);
+
+impl Best5 {
+    const EMPTY: Self = Best5([(f32::NEG_INFINITY, u32::MAX); 5]);
+
+    #[inline]
+    fn offer(&mut self, z: f32, id: u32) {
+        let beats = |a: (f32, u32), b: (f32, u32)| a.0 > b.0 || (a.0 == b.0 && a.1 < b.1);
+        if !beats((z, id), self.0[4]) {
+            return;
+        }
+        let mut i = 4;
+        while i > 0 && beats((z, id), self.0[i - 1]) {
+            self.0[i] = self.0[i - 1];
+            i -= 1;
+        }
+        self.0[i] = (z, id);
+    }
+}
+
 impl Network {
     /// Validates `config` and builds the network (weights initialised from the seed, LSH
     /// tables built).
@@ -666,7 +698,7 @@ impl Network {
         batch: &[usize],
         stats: &mut StepStats,
     ) -> Result<()> {
-        self.run_batch(data, batch, Mode::Train)?;
+        self.run_batch(data, batch, Mode::Train, 0, false)?;
         self.fill_batch_stats(stats);
         let scale = 1.0 / batch.len() as f32;
         let started = Instant::now();
@@ -698,7 +730,7 @@ impl Network {
         data: &dyn Examples,
         batch: &[usize],
     ) -> Result<Vec<LayerGradients>> {
-        self.run_batch(data, batch, Mode::Train)?;
+        self.run_batch(data, batch, Mode::Train, 0, false)?;
         let scale = 1.0 / batch.len() as f32;
         let mut result = Vec::with_capacity(self.layers.len());
         for l in 0..self.layers.len() {
@@ -752,6 +784,13 @@ impl Network {
 
     /// Evaluates the samples `batch` of `data` in `mode` (see [`Mode`]; [`Mode::Train`] is
     /// read as [`Mode::EvalLsh`]): P@1, P@3, P@5.
+    ///
+    /// Samples go through in blocks of [`EVAL_BLOCK`], so memory does not grow with
+    /// `batch`. When every output is scored ([`Mode::EvalExact`], [`Mode::EvalDense`]) and
+    /// the output layer is neuron-major, each block reads the output weights once for all
+    /// its samples and keeps only each sample's 5 best scores: at 670K outputs that is one
+    /// pass over 340 MB per block instead of one per sample, and no per-sample score vector.
+    /// The ranking is by logit (ties: lower neuron id first), which the softmax preserves.
     pub fn evaluate(
         &mut self,
         data: &dyn Examples,
@@ -766,22 +805,94 @@ impl Network {
         } else {
             mode
         };
-        self.run_batch(data, batch, mode)?;
-        let states = &self.states[..batch.len()];
-        let correct = states.iter().filter(|s| s.correct).count();
         let last = self.layers.len() - 1;
-        let active: usize = states.iter().map(|s| s.traces[last].len()).sum();
+        let scores_all = matches!(mode, Mode::EvalExact | Mode::EvalDense)
+            && self.layers[last].layout == WeightLayout::NeuronMajor;
+        let mut hits = [0u64; 3];
+        let mut active = 0usize;
+        for (b, block) in batch.chunks(EVAL_BLOCK).enumerate() {
+            self.run_batch(data, block, mode, b * EVAL_BLOCK, scores_all)?;
+            if scores_all {
+                let tops = self.best_outputs(data, block);
+                for (top, &sample) in tops.iter().zip(block) {
+                    let labels = data.labels(sample);
+                    let hit = |n: usize| {
+                        top.0[..n]
+                            .iter()
+                            .filter(|&&(_, id)| id != u32::MAX && labels.contains(&id))
+                            .count() as u64
+                    };
+                    hits[0] += hit(1);
+                    hits[1] += hit(3);
+                    hits[2] += hit(5);
+                }
+                active += self.layers[last].out_dim * block.len();
+            } else {
+                for state in &self.states[..block.len()] {
+                    hits[0] += u64::from(state.correct);
+                    hits[1] += u64::from(state.hits_at[1]);
+                    hits[2] += u64::from(state.hits_at[2]);
+                    active += state.traces[last].len();
+                }
+            }
+        }
         let n = batch.len() as f64;
-        let at = |i: usize, k: f64| {
-            states.iter().map(|s| f64::from(s.hits_at[i])).sum::<f64>() / (k * n)
-        };
         Ok(EvalStats {
             samples: batch.len(),
-            precision_at_1: correct as f64 / batch.len() as f64,
-            precision_at_3: at(1, 3.0),
-            precision_at_5: at(2, 5.0),
-            active_outputs: active as f64 / batch.len() as f64,
+            precision_at_1: hits[0] as f64 / n,
+            precision_at_3: hits[1] as f64 / (3.0 * n),
+            precision_at_5: hits[2] as f64 / (5.0 * n),
+            active_outputs: active as f64 / n,
         })
+    }
+
+    /// The 5 highest output logits of each sample of `block` (whose hidden layers
+    /// [`Self::run_batch`] has run), every output neuron scored. Parallel over blocks of
+    /// output rows, each read once for all samples while it sits in cache.
+    fn best_outputs(&self, data: &dyn Examples, block: &[usize]) -> Vec<Best5> {
+        const ROWS: usize = 256;
+        let last = self.layers.len() - 1;
+        let layer = &self.layers[last];
+        let inputs: Vec<Vector<'_>> = block
+            .iter()
+            .enumerate()
+            .map(|(p, &sample)| layer_input(&self.states[p].traces, last, data, sample))
+            .collect();
+        let k = kernels();
+        let n = block.len();
+        (0..layer.out_dim.div_ceil(ROWS))
+            .into_par_iter()
+            .fold(
+                || vec![Best5::EMPTY; n],
+                |mut best, chunk| {
+                    let rows = chunk * ROWS..((chunk + 1) * ROWS).min(layer.out_dim);
+                    for (best, x) in best.iter_mut().zip(&inputs) {
+                        for j in rows.clone() {
+                            let row = &layer.row(j)[..layer.in_dim];
+                            let z = layer.bias[j]
+                                + match *x {
+                                    Vector::Dense(x) => (k.dot)(row, x),
+                                    Vector::Sparse { indices, values } => {
+                                        sparse_dot(row, indices, values)
+                                    }
+                                };
+                            best.offer(z, j as u32);
+                        }
+                    }
+                    best
+                },
+            )
+            .reduce(
+                || vec![Best5::EMPTY; n],
+                |mut a, b| {
+                    for (a, b) in a.iter_mut().zip(&b) {
+                        for &(z, id) in &b.0 {
+                            a.offer(z, id);
+                        }
+                    }
+                    a
+                },
+            )
     }
 
     /// The output layer's active neurons and their probabilities for sample `sample` of
@@ -792,7 +903,7 @@ impl Network {
         sample: usize,
         mode: Mode,
     ) -> Result<Vec<(u32, f32)>> {
-        self.run_batch(data, &[sample], mode)?;
+        self.run_batch(data, &[sample], mode, 0, false)?;
         let trace = &self.states[0].traces[self.layers.len() - 1];
         Ok((0..trace.len())
             .map(|p| (trace.id(p), trace.out[p]))
@@ -819,8 +930,17 @@ impl Network {
         }
     }
 
-    /// Forward (and, when training, backward) passes of every sample, in parallel.
-    fn run_batch(&mut self, data: &dyn Examples, batch: &[usize], mode: Mode) -> Result<()> {
+    /// Forward (and, when training, backward) passes of every sample, in parallel. Sample
+    /// `batch[p]` draws its random numbers from the stream of position `first_position + p`;
+    /// `hidden_only` stops before the output layer.
+    fn run_batch(
+        &mut self,
+        data: &dyn Examples,
+        batch: &[usize],
+        mode: Mode,
+        first_position: usize,
+        hidden_only: bool,
+    ) -> Result<()> {
         if batch.is_empty() {
             return Err(SlideError::EmptyBatch);
         }
@@ -864,7 +984,8 @@ impl Network {
                 let worker = rayon::current_thread_index().unwrap_or(0) % scratch.len();
                 // Each worker locks only its own scratch, so the lock is never contended.
                 let mut scratch = scratch[worker].lock().unwrap_or_else(|e| e.into_inner());
-                let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(step_seed ^ position as u64));
+                let position = (first_position + position) as u64;
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(step_seed ^ position));
                 run_sample(
                     layers,
                     input_dim,
@@ -874,6 +995,7 @@ impl Network {
                     &mut rng,
                     &mut scratch,
                     state,
+                    hidden_only,
                 )
             })
     }

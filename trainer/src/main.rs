@@ -89,6 +89,9 @@ enum Command {
         /// Which neurons to compute.
         #[arg(long, value_enum, default_value = "exact")]
         mode: EvalMode,
+        /// Evaluate only the first N test samples (default: all).
+        #[arg(long, value_name = "N")]
+        samples: Option<usize>,
         /// Worker threads (default: one per core).
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
@@ -184,6 +187,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             overrides,
             checkpoint,
             mode,
+            samples,
             threads,
         }) => {
             let config = config::load(&config::locate(&config), &overrides).map_err(Input)?;
@@ -192,7 +196,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 EvalMode::Lsh => slide::Mode::EvalLsh,
                 EvalMode::Dense => slide::Mode::EvalDense,
             };
-            pool(threads)?.install(|| train::evaluate_checkpoint(&config, &checkpoint, mode))
+            pool(threads)?
+                .install(|| train::evaluate_checkpoint(&config, &checkpoint, mode, samples))
         }
         None => {
             let args = cli.train;

@@ -37,6 +37,9 @@ struct Record {
     p_at_3: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     p_at_5: Option<f64>,
+    /// Seconds the evaluation took (included in `seconds`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eval_seconds: Option<f64>,
     active_per_sample: Vec<f64>,
     rows_touched: Vec<usize>,
 }
@@ -117,8 +120,13 @@ fn prepare(config: &Config) -> Result<Prepared, Failure> {
     })
 }
 
-/// `slide-train eval`: a checkpoint's metrics on the whole test set.
-pub fn evaluate_checkpoint(config: &Config, path: &Path, mode: Mode) -> Result<(), Failure> {
+/// `slide-train eval`: a checkpoint's metrics on the whole test set, or its first `samples`.
+pub fn evaluate_checkpoint(
+    config: &Config,
+    path: &Path,
+    mode: Mode,
+    samples: Option<usize>,
+) -> Result<(), Failure> {
     let Prepared {
         loaded,
         mut net,
@@ -128,7 +136,7 @@ pub fn evaluate_checkpoint(config: &Config, path: &Path, mode: Mode) -> Result<(
     net.import_state(&state)
         .map_err(|e| Failure::Input(anyhow!("{}: {e}", path.display())))?;
     let test = loaded.test.examples();
-    let all: Vec<usize> = (0..test.len()).collect();
+    let all: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
     let started = Instant::now();
     let e = net
         .evaluate(test, &all, mode)
@@ -244,6 +252,7 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
     let training = Instant::now();
     let (mut samples, mut window_loss, mut window_steps) = (0usize, 0.0, 0usize);
     let mut last_eval: Option<EvalStats> = None;
+    let mut eval_seconds = 0.0;
     let report_every = (train.len() / t.batch_size / 10).max(1) as u64;
     let steps_per_epoch = train.len().div_ceil(t.batch_size) as u64;
     let mut total_steps = steps_per_epoch * t.epochs as u64;
@@ -311,10 +320,12 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
                     let j = rng.random_range(i..test.len());
                     eval_order.swap(i, j);
                 }
+                let started = Instant::now();
                 let result = net
                     .evaluate(test, &eval_order[..n], eval_mode)
                     .map_err(|e| Failure::Training(e.into()))?;
                 last_eval = Some(result);
+                eval_seconds = started.elapsed().as_secs_f64();
             }
             if evaluate || step % report_every == 0 {
                 let seconds = training.elapsed().as_secs_f64();
@@ -328,6 +339,7 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
                     p_at_1: eval.map(|e| e.precision_at_1),
                     p_at_3: eval.filter(|_| multi_label).map(|e| e.precision_at_3),
                     p_at_5: eval.filter(|_| multi_label).map(|e| e.precision_at_5),
+                    eval_seconds: eval.map(|_| eval_seconds),
                     active_per_sample: stats.active_per_sample.clone(),
                     rows_touched: stats.rows_touched.clone(),
                 };
@@ -404,6 +416,9 @@ fn format_record(r: &Record, multi_label: bool) -> String {
         } else {
             line += &format!("  test accuracy {p1:.4}");
         }
+    }
+    if let Some(seconds) = r.eval_seconds {
+        line += &format!("  (eval {seconds:.1} s)");
     }
     line
 }

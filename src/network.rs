@@ -608,6 +608,26 @@ impl Network {
         })
     }
 
+    /// Sets Adam's learning rate for the steps that follow (for a schedule such as cosine
+    /// decay; the caller decides it from the step). Moments and update counts are kept.
+    pub fn set_learning_rate(&mut self, lr: f32) -> Result<()> {
+        if !(lr.is_finite() && lr > 0.0) {
+            return Err(config_error(
+                "adam",
+                format!("lr must be positive, got {lr}"),
+            ));
+        }
+        if lr == self.config.adam.lr {
+            return Ok(());
+        }
+        self.config.adam.lr = lr;
+        let a = self.config.adam;
+        for (t, step) in (1..=ADAM_TABLE).zip(&mut self.adam_steps) {
+            *step = AdamStep::new(a.lr, a.beta1, a.beta2, a.eps, t);
+        }
+        Ok(())
+    }
+
     /// The configuration.
     pub fn config(&self) -> &NetworkConfig {
         &self.config

@@ -24,7 +24,9 @@ const FORMAT_NAME: &str = "slide-checkpoint";
 /// Where in the run a checkpoint was taken (after `batch` batches of `epoch`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
+    /// Epoch in progress (1-based).
     pub epoch: usize,
+    /// Batches of that epoch already trained.
     pub batch: usize,
 }
 

@@ -14,17 +14,23 @@ use slide::{
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// `[data]`: where the examples come from.
     pub data: DataConfig,
+    /// `[network]`: the layers.
     pub network: NetworkSection,
+    /// `[train]`: the optimizer, schedule and evaluation.
     pub train: TrainConfig,
     #[serde(default)]
+    /// `[log]`: where metrics go.
     pub log: LogConfig,
     #[serde(default)]
+    /// `[checkpoint]`: how often and where checkpoints are written.
     pub checkpoint: CheckpointConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// `[checkpoint]`.
 pub struct CheckpointConfig {
     /// Folder for checkpoints, relative to the output folder.
     #[serde(default = "default_checkpoint_dir")]
@@ -56,6 +62,7 @@ fn default_keep_last() -> usize {
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
+/// Data file formats.
 pub enum DataFormat {
     /// Extreme Classification Repository text files (`N D L` header).
     Xmc,
@@ -67,7 +74,9 @@ pub enum DataFormat {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// `[data]`.
 pub struct DataConfig {
+    /// Format of the train and test files.
     pub format: DataFormat,
     /// Training file (xmc, libsvm).
     pub train: Option<PathBuf>,
@@ -83,72 +92,106 @@ pub struct DataConfig {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// `[network]`.
 pub struct NetworkSection {
+    /// The layers, input side first; the last one's size is the label count.
     pub layers: Vec<LayerSection>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
+/// A layer's non-linearity.
 pub enum ActivationName {
+    /// `max(0, x)`.
     Relu,
+    /// The identity.
     Linear,
+    /// Softmax (the output layer).
     Softmax,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
+/// How a layer stores its weights.
 pub enum LayoutName {
     #[default]
+    /// One row per neuron (the layout LSH layers need).
     NeuronMajor,
+    /// One row per input (fast for sparse inputs).
     InputMajor,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// `[[network.layers]]`.
 pub struct LayerSection {
+    /// Number of neurons.
     pub size: usize,
+    /// Non-linearity.
     pub activation: ActivationName,
     #[serde(default)]
+    /// Weight storage.
     pub layout: LayoutName,
+    /// LSH sampling; absent: every neuron is active.
     pub lsh: Option<LshSection>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
+/// LSH families.
 pub enum FamilyName {
+    /// Signed random projections, sparse ±1 entries.
     Simhash,
+    /// Signed random projections, Gaussian entries.
     SimhashGaussian,
+    /// Winner-take-all.
     Wta,
+    /// Densified winner-take-all.
     Dwta,
+    /// Densified one-permutation MinHash.
     Minhash,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
+/// How active neurons are chosen from the buckets.
 pub enum StrategyName {
+    /// The union of the L buckets from a random first table, up to the budget.
     Vanilla,
+    /// The `budget` neurons found in the most buckets.
     TopK,
+    /// Neurons found in at least `min_hits` buckets.
     Threshold,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
+/// What a full bucket does with a new neuron.
 pub enum PolicyName {
     #[default]
+    /// Drops the oldest entry.
     Fifo,
+    /// Keeps a uniform sample of everything offered.
     Reservoir,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// `[network.layers.lsh]`.
 pub struct LshSection {
+    /// Hash family.
     pub family: FamilyName,
+    /// Hash functions concatenated per table (K).
     pub k: usize,
+    /// Number of tables (L).
     pub l: usize,
+    /// log2 of the buckets per table.
     pub range_pow: u32,
     #[serde(default = "default_bucket_capacity")]
+    /// Entries a bucket holds.
     pub bucket_capacity: usize,
     #[serde(default)]
+    /// What a full bucket does.
     pub policy: PolicyName,
     /// WTA/DWTA bin size.
     #[serde(default = "default_bin_size")]
@@ -159,6 +202,7 @@ pub struct LshSection {
     /// MinHash bits per code.
     #[serde(default = "default_minhash_bits")]
     pub bits: u32,
+    /// How active neurons are chosen.
     pub strategy: StrategyName,
     /// Most neurons the strategy selects (top-k's k).
     pub budget: Option<usize>,
@@ -184,6 +228,7 @@ fn default_minhash_bits() -> u32 {
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
+/// Which neurons an evaluation computes.
 pub enum EvalModeName {
     /// Every output scored; hidden LSH layers sample as in training.
     #[default]
@@ -196,17 +241,25 @@ pub enum EvalModeName {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// `[train]`.
 pub struct TrainConfig {
+    /// Passes over the training set.
     pub epochs: usize,
+    /// Samples per step.
     pub batch_size: usize,
+    /// Adam's learning rate (the schedule's peak).
     pub lr: f32,
     #[serde(default = "default_beta1")]
+    /// Adam's first-moment decay.
     pub beta1: f32,
     #[serde(default = "default_beta2")]
+    /// Adam's second-moment decay.
     pub beta2: f32,
     #[serde(default = "default_eps")]
+    /// Adam's denominator guard.
     pub eps: f32,
     #[serde(default)]
+    /// Seed of the weights, hash functions, shuffles and sampling.
     pub seed: u64,
     /// Steps before the first table rebuild.
     #[serde(default = "default_rebuild_first")]
@@ -221,12 +274,65 @@ pub struct TrainConfig {
     #[serde(default)]
     pub eval_samples: usize,
     #[serde(default)]
+    /// Which neurons evaluations compute.
     pub eval_mode: EvalModeName,
     /// Stop after this many steps (0: no limit).
     #[serde(default)]
     pub max_steps: u64,
+    /// How the learning rate changes over the run.
+    #[serde(default)]
+    pub lr_schedule: LrSchedule,
+    /// The learning rate the cosine schedule ends at.
+    #[serde(default)]
+    pub lr_min: f32,
+    /// The exponential schedule's factor per epoch.
+    #[serde(default = "default_lr_gamma")]
+    pub lr_gamma: f32,
+    /// Steps over which the learning rate rises linearly from 0 to `lr` first.
+    #[serde(default)]
+    pub warmup_steps: u64,
 }
 
+/// The learning-rate schedule (as PyTorch's `CosineAnnealingLR` and `ExponentialLR`).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LrSchedule {
+    /// `lr` throughout.
+    #[default]
+    Constant,
+    /// From `lr` down to `lr_min` along half a cosine over the run's steps.
+    Cosine,
+    /// `lr * lr_gamma^(epoch - 1)`.
+    Exponential,
+}
+
+impl TrainConfig {
+    /// The learning rate of step `step` (1-based) of a run of `total` steps in `epoch`.
+    pub fn learning_rate(&self, step: u64, total: u64, epoch: usize) -> f32 {
+        let base = match self.lr_schedule {
+            LrSchedule::Constant => f64::from(self.lr),
+            LrSchedule::Cosine => {
+                let progress = (step.saturating_sub(1) as f64 / total.max(1) as f64).min(1.0);
+                let (hi, lo) = (f64::from(self.lr), f64::from(self.lr_min));
+                lo + 0.5 * (hi - lo) * (1.0 + (std::f64::consts::PI * progress).cos())
+            }
+            LrSchedule::Exponential => {
+                f64::from(self.lr) * f64::from(self.lr_gamma).powi(epoch as i32 - 1)
+            }
+        };
+        let warm = if step <= self.warmup_steps {
+            step as f64 / self.warmup_steps as f64
+        } else {
+            1.0
+        };
+        // Never exactly 0: the optimizer takes positive rates only.
+        (base * warm).max(1e-12) as f32
+    }
+}
+
+fn default_lr_gamma() -> f32 {
+    1.0
+}
 fn default_beta1() -> f32 {
     0.9
 }
@@ -245,6 +351,7 @@ fn default_rebuild_growth() -> f64 {
 
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
+/// `[log]`.
 pub struct LogConfig {
     /// Metrics file (JSON lines), relative to the output folder.
     pub metrics: Option<PathBuf>,
@@ -341,6 +448,19 @@ impl Config {
         }
         if t.epochs == 0 {
             bail!("train.epochs must be at least 1");
+        }
+        if !(t.lr.is_finite() && t.lr > 0.0) {
+            bail!("train.lr must be positive, got {}", t.lr);
+        }
+        if !(t.lr_min.is_finite() && t.lr_min >= 0.0 && t.lr_min <= t.lr) {
+            bail!(
+                "train.lr_min must be between 0 and train.lr ({}), got {}",
+                t.lr,
+                t.lr_min
+            );
+        }
+        if !(t.lr_gamma > 0.0 && t.lr_gamma <= 1.0) {
+            bail!("train.lr_gamma must be in (0, 1], got {}", t.lr_gamma);
         }
         if self.checkpoint.keep_last == 0 {
             bail!("checkpoint.keep_last must be at least 1");
@@ -517,5 +637,33 @@ mod tests {
         );
         let err = load(&path, &["nonsense".into()]).unwrap_err().to_string();
         assert_eq!(err, "--set nonsense: expected section.key=value");
+    }
+
+    #[test]
+    fn learning_rate_schedules() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/mnist.toml");
+        let mut config = load(&path, &[]).unwrap();
+        let t = &mut config.train;
+        t.lr = 0.01;
+        assert_eq!(t.learning_rate(500, 1000, 3), 0.01);
+        t.lr_schedule = LrSchedule::Cosine;
+        t.lr_min = 0.001;
+        assert_eq!(t.learning_rate(1, 1000, 1), 0.01);
+        assert!((t.learning_rate(501, 1000, 1) - 0.0055).abs() < 1e-7);
+        assert!((t.learning_rate(1001, 1000, 1) - 0.001).abs() < 1e-7);
+        t.lr_schedule = LrSchedule::Exponential;
+        t.lr_gamma = 0.5;
+        assert_eq!(t.learning_rate(7, 1000, 3), 0.0025);
+        t.warmup_steps = 10;
+        assert_eq!(t.learning_rate(5, 1000, 1), 0.005);
+        assert!(t.learning_rate(0, 1000, 1) > 0.0);
+        t.lr_gamma = 1.5;
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("lr_gamma")
+        );
     }
 }

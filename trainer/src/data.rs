@@ -8,11 +8,14 @@ use crate::config::{DataConfig, DataFormat};
 
 /// A loaded dataset.
 pub enum Dataset {
+    /// Sparse rows (XMC, LIBSVM).
     Sparse(SparseExamples),
+    /// Dense rows (IDX images).
     Dense(DenseExamples),
 }
 
 impl Dataset {
+    /// The examples as the network reads them.
     pub fn examples(&self) -> &dyn Examples {
         match self {
             Dataset::Sparse(d) => d,
@@ -23,14 +26,19 @@ impl Dataset {
 
 /// Train and test sets with their sizes.
 pub struct Loaded {
+    /// Training examples.
     pub train: Dataset,
+    /// Test examples.
     pub test: Dataset,
+    /// Input dimension.
     pub features: usize,
+    /// Number of labels.
     pub labels: usize,
     /// Whether some sample has more than one label (P@3/P@5 are then reported).
     pub multi_label: bool,
 }
 
+/// Reads the train and test sets `config` names, checking sizes against it.
 pub fn load(config: &DataConfig) -> Result<Loaded> {
     let check = |what: &str, found: usize, declared: Option<usize>| -> Result<()> {
         match declared {

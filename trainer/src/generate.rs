@@ -21,15 +21,23 @@ use rand::{RngExt, SeedableRng};
 /// Published statistics of a dataset (Extreme Classification Repository).
 #[derive(Debug, Clone, Copy)]
 pub struct Preset {
+    /// Preset name (`--preset`).
     pub name: &'static str,
+    /// Feature dimension.
     pub features: usize,
+    /// Number of labels.
     pub labels: usize,
+    /// Training points at scale 1.
     pub train: usize,
+    /// Test points at scale 1.
     pub test: usize,
+    /// Mean labels per point.
     pub mean_labels: f64,
+    /// Mean nonzero features per point.
     pub mean_nnz: f64,
 }
 
+/// The published shapes `gen-data` can imitate.
 pub const PRESETS: [Preset; 2] = [
     Preset {
         name: "amazon670k",
@@ -55,6 +63,7 @@ const PROTOTYPE: usize = 20;
 /// Rank offset of the label distribution.
 const ZIPF_OFFSET: f64 = 100.0;
 
+/// The preset called `name`.
 pub fn preset(name: &str) -> Result<Preset> {
     match PRESETS.iter().find(|p| p.name == name) {
         Some(p) => Ok(*p),

@@ -13,18 +13,12 @@
 //! (one line on stderr says what and where), 1 when training itself fails (e.g. the loss
 //! diverges).
 
-mod checkpoint;
-mod config;
-mod data;
-mod generate;
-mod plot;
-mod train;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use train::Failure;
+use slide_trainer::train::Failure;
+use slide_trainer::{config, generate, plot, train};
 
 /// Train SLIDE networks (LSH-sampled sparse layers) from TOML configs.
 #[derive(Debug, Parser)]

@@ -49,6 +49,7 @@ fn range(values: impl Iterator<Item = f64> + Clone) -> std::ops::Range<f64> {
     if hi > lo { lo..hi } else { lo - 0.5..hi + 0.5 }
 }
 
+/// Draws loss and test P@1 against steps and seconds from the JSON-lines file `metrics` into the PNG `out`.
 pub fn plot(metrics: &Path, out: &Path) -> Result<()> {
     let points = read(metrics)?;
     plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)

@@ -19,7 +19,9 @@ use crate::data::{self, Loaded};
 
 /// Why a run stopped early: bad input (exit 2) or a failure while training (exit 1).
 pub enum Failure {
+    /// Bad input: command line, config, data or checkpoint (exit code 2).
     Input(anyhow::Error),
+    /// Training failed, e.g. the loss diverged (exit code 1).
     Training(anyhow::Error),
 }
 
@@ -31,6 +33,7 @@ struct Record {
     seconds: f64,
     samples_per_second: f64,
     loss: f64,
+    lr: f32,
     #[serde(skip_serializing_if = "Option::is_none")]
     p_at_1: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,6 +171,7 @@ pub fn evaluate_checkpoint(
     Ok(())
 }
 
+/// Trains as `config` says, writing metrics and checkpoints under `out`; continues from the checkpoint `resume` if given; `quiet` prints evaluations only.
 pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> Result<(), Failure> {
     let input = Failure::Input;
     let Prepared {
@@ -290,6 +294,9 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
                     checkpoint_dir.display()
                 ))
             };
+            let lr = t.learning_rate(this_step, total_steps, epoch);
+            net.set_learning_rate(lr)
+                .map_err(|e| Failure::Training(e.into()))?;
             match net.train_step_with(train, batch, &mut stats) {
                 Ok(()) => {}
                 Err(e @ slide::SlideError::Diverged { .. }) => return Err(diverged(e.to_string())),
@@ -336,6 +343,7 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
                     seconds,
                     samples_per_second: samples as f64 / seconds,
                     loss: window_loss / window_steps as f64,
+                    lr,
                     p_at_1: eval.map(|e| e.precision_at_1),
                     p_at_3: eval.filter(|_| multi_label).map(|e| e.precision_at_3),
                     p_at_5: eval.filter(|_| multi_label).map(|e| e.precision_at_5),

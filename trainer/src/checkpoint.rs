@@ -196,6 +196,21 @@ pub fn save(
     Ok(final_path)
 }
 
+/// Removes the temporary files that writers killed mid-write left in `dir` (never a
+/// complete checkpoint: those are only ever created by a rename). Best effort.
+pub fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(".checkpoint-") && name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Complete checkpoints in `dir`, oldest first (temporary files are never listed).
 pub fn list(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)

@@ -15,6 +15,8 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use slide_trainer::train::Failure;
@@ -52,8 +54,9 @@ struct TrainArgs {
     /// Print only the evaluation lines and the final result.
     #[arg(long)]
     quiet: bool,
-    /// Continue from this checkpoint (written by a run of the same config).
-    #[arg(long, value_name = "CKPT")]
+    /// Continue from this checkpoint (written by a run of the same config), or from the
+    /// newest complete checkpoint in this folder.
+    #[arg(long, value_name = "CKPT|DIR")]
     resume: Option<PathBuf>,
 }
 
@@ -128,7 +131,28 @@ fn main() -> ExitCode {
             eprintln!("slide-train: {e:#}");
             ExitCode::from(1)
         }
+        Err(Failure::Interrupted { signal, message }) => {
+            eprintln!("slide-train: {message}");
+            ExitCode::from(128 + signal.clamp(0, 127) as u8)
+        }
     }
+}
+
+/// The first SIGINT or SIGTERM asks the training loop to stop at the next step boundary
+/// (it writes a checkpoint first); a second one ends the process at once.
+fn stop_on_signals() -> Result<Arc<AtomicUsize>, Failure> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let received = Arc::new(AtomicUsize::new(0));
+    for signal in [SIGINT, SIGTERM] {
+        let flag = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register_conditional_shutdown(signal, 128 + signal, Arc::clone(&flag))
+            .and_then(|_| signal_hook::flag::register(signal, flag))
+            .and_then(|_| {
+                signal_hook::flag::register_usize(signal, Arc::clone(&received), signal as usize)
+            })
+            .map_err(|e| Failure::Input(anyhow::anyhow!("cannot handle signal {signal}: {e}")))?;
+    }
+    Ok(received)
 }
 
 fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool, Failure> {
@@ -201,8 +225,17 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 )));
             };
             let config = config::load(&config::locate(path), &args.overrides).map_err(Input)?;
-            pool(args.threads)?
-                .install(|| train::run(&config, &args.out, args.quiet, args.resume.as_deref()))
+            let pool = pool(args.threads)?;
+            let interrupt = stop_on_signals()?;
+            pool.install(|| {
+                train::run(
+                    &config,
+                    &args.out,
+                    args.quiet,
+                    args.resume.as_deref(),
+                    &interrupt,
+                )
+            })
         }
     }
 }

@@ -4,6 +4,7 @@
 use slide::lsh::mix64;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, anyhow};
@@ -23,6 +24,14 @@ pub enum Failure {
     Input(anyhow::Error),
     /// Training failed, e.g. the loss diverged (exit code 1).
     Training(anyhow::Error),
+    /// A signal (SIGINT, SIGTERM) stopped the run at a step boundary after a checkpoint was
+    /// written; the message says where (exit code 128 + the signal's number).
+    Interrupted {
+        /// The signal's number.
+        signal: i32,
+        /// Where the run stopped and how to resume it.
+        message: String,
+    },
 }
 
 /// One line of the metrics file.
@@ -45,6 +54,17 @@ struct Record {
     eval_seconds: Option<f64>,
     active_per_sample: Vec<f64>,
     rows_touched: Vec<usize>,
+    /// Resident memory of the process, MiB (Linux; absent elsewhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rss_mib: Option<f64>,
+}
+
+/// The process's resident set size in MiB, from `/proc/self/status` (Linux only).
+fn resident_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 /// Bytes the network will hold: parameters with Adam state, and LSH tables (about
@@ -171,8 +191,17 @@ pub fn evaluate_checkpoint(
     Ok(())
 }
 
-/// Trains as `config` says, writing metrics and checkpoints under `out`; continues from the checkpoint `resume` if given; `quiet` prints evaluations only.
-pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> Result<(), Failure> {
+/// Trains as `config` says, writing metrics and checkpoints under `out`; continues from the
+/// checkpoint `resume` if given; `quiet` prints evaluations only. When `interrupt` becomes
+/// non-zero (a signal handler stores the signal's number there), the run stops after the
+/// step in progress, writes a checkpoint and returns [`Failure::Interrupted`].
+pub fn run(
+    config: &Config,
+    out: &Path,
+    quiet: bool,
+    resume: Option<&Path>,
+    interrupt: &AtomicUsize,
+) -> Result<(), Failure> {
     let input = Failure::Input;
     let Prepared {
         loaded,
@@ -187,6 +216,18 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
     } = loaded;
     let (train, test) = (train.examples(), test.examples());
     let mut start = Position { epoch: 1, batch: 0 };
+    // A folder stands for the newest complete checkpoint in it.
+    let newest;
+    let resume = match resume {
+        Some(dir) if dir.is_dir() => {
+            newest = checkpoint::list(dir)
+                .map_err(input)?
+                .pop()
+                .ok_or_else(|| input(anyhow!("{}: holds no checkpoint", dir.display())))?;
+            Some(newest.as_path())
+        }
+        other => other,
+    };
     if let Some(path) = resume {
         let (state, position) = checkpoint::load(path, &identity).map_err(input)?;
         net.import_state(&state)
@@ -218,7 +259,8 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
         .with_context(|| format!("cannot create {}", metrics_path.display()))
         .map_err(input)?;
     let checkpoint_dir = out.join(&config.checkpoint.dir);
-    let save = |net: &Network, epoch: usize, batch: usize| -> Result<(), Failure> {
+    checkpoint::remove_stale_temporaries(&checkpoint_dir);
+    let save = |net: &Network, epoch: usize, batch: usize| -> Result<std::path::PathBuf, Failure> {
         let state = net.export_state();
         // Never write a checkpoint that could not be trained on: it would replace a good one.
         let finite = state.layers.iter().all(|l| {
@@ -240,7 +282,6 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
             &identity,
             config.checkpoint.keep_last,
         )
-        .map(|_| ())
         .map_err(Failure::Training)
     };
 
@@ -350,6 +391,7 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
                     eval_seconds: eval.map(|_| eval_seconds),
                     active_per_sample: stats.active_per_sample.clone(),
                     rows_touched: stats.rows_touched.clone(),
+                    rss_mib: resident_mib(),
                 };
                 let line = serde_json::to_string(&record).expect("records serialise");
                 writeln!(metrics, "{line}")
@@ -376,6 +418,21 @@ pub fn run(config: &Config, out: &Path, quiet: bool, resume: Option<&Path>) -> R
             if config.checkpoint.every > 0 && step % config.checkpoint.every == 0 {
                 save(&net, epoch, b + 1)?;
                 saved_at = step;
+            }
+            let signal = interrupt.load(Ordering::Relaxed);
+            if signal != 0 {
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                let path = save(&net, epoch, b + 1)?;
+                return Err(Failure::Interrupted {
+                    signal: signal as i32,
+                    message: format!(
+                        "interrupted at step {step} (epoch {epoch}); checkpoint {}; continue with --resume {}",
+                        path.display(),
+                        path.display()
+                    ),
+                });
             }
             if stopping {
                 break 'epochs;

@@ -263,9 +263,11 @@ fn checksum_of(path: &Path) -> String {
     header[at..at + 16].to_string()
 }
 
-/// A run stopped at step 40 and resumed from its checkpoint ends with exactly the weights,
+/// A run stopped at step 39 and resumed from its checkpoint ends with exactly the weights,
 /// Adam state and tables of an uninterrupted run (the checkpoints' checksums cover every
-/// tensor). Corrupt, truncated and foreign checkpoints are refused with exit status 2.
+/// tensor), and writes the same metrics after the resume point (wall-clock fields aside).
+/// One thread gives the same weights as two. Corrupt, truncated and foreign checkpoints are
+/// refused with exit status 2.
 #[test]
 fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
     let dir = scratch("resume");
@@ -297,18 +299,19 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
         "--out",
         b.to_str().unwrap(),
         "--set",
-        "train.max_steps=40",
+        "train.max_steps=39",
         "--set",
-        "checkpoint.every=20",
+        "checkpoint.every=13",
     ]);
-    let stopped = b.join("checkpoints/checkpoint-0000000040.safetensors");
+    let stopped = b.join("checkpoints/checkpoint-0000000039.safetensors");
     assert!(stopped.exists());
-    let at_40 = checksum_of(&stopped);
+    let at_39 = checksum_of(&stopped);
+    // The folder stands for its newest checkpoint.
     run(&[
         "--out",
         b.to_str().unwrap(),
         "--resume",
-        stopped.to_str().unwrap(),
+        b.join("checkpoints").to_str().unwrap(),
     ]);
     // 2,000 samples in batches of 64: 32 steps per epoch, 96 in all.
     let final_a = a.join("checkpoints/checkpoint-0000000096.safetensors");
@@ -316,25 +319,43 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
     assert_eq!(checksum_of(&final_a), checksum_of(&final_b));
     assert_ne!(
         checksum_of(&final_a),
-        at_40,
-        "training after step 40 changed nothing?"
+        at_39,
+        "training after step 39 changed nothing?"
     );
-    // The evaluations at the ends of the epochs (steps 32, 64, 96) match too.
-    let evals = |dir: &Path| -> Vec<String> {
+    // The metrics after step 39 match: losses, evaluations at the epoch ends (steps 64 and
+    // 96), learning rates, active neurons, rows touched.
+    let after_39 = |dir: &Path| -> Vec<String> {
         std::fs::read_to_string(dir.join("metrics.jsonl"))
             .unwrap()
             .lines()
-            .filter(|l| l.contains("\"p_at_1\"") && !l.starts_with("{\"step\":40,"))
             .map(|l| {
-                let step = &l[..l.find(',').unwrap()];
-                let p1 = &l[l.find("\"p_at_1\"").unwrap()..];
-                format!("{step} {}", &p1[..p1.find(',').unwrap()])
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let fields = v.as_object_mut().unwrap();
+                for clock in ["seconds", "samples_per_second", "eval_seconds", "rss_mib"] {
+                    fields.remove(clock);
+                }
+                v
             })
+            .filter(|v| v["step"].as_u64().unwrap() > 39)
+            .map(|v| v.to_string())
             .collect()
     };
-    let (evals_a, evals_b) = (evals(&a), evals(&b));
-    assert_eq!(evals_a.len(), 3, "{evals_a:?}");
-    assert_eq!(evals_a, evals_b);
+    let (metrics_a, metrics_b) = (after_39(&a), after_39(&b));
+    assert!(metrics_a.len() > 10, "{metrics_a:?}");
+    assert_eq!(metrics_a.iter().filter(|l| l.contains("p_at_1")).count(), 2);
+    assert_eq!(metrics_a, metrics_b);
+
+    // One thread: the same final weights as two.
+    let one = dir.join("one");
+    let mut args: Vec<&str> = common.to_vec();
+    args[4] = "1";
+    args.extend_from_slice(&["--out", one.to_str().unwrap()]);
+    let out = slide_train(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        checksum_of(&one.join("checkpoints/checkpoint-0000000096.safetensors")),
+        checksum_of(&final_a)
+    );
 
     let refused = |path: &Path, extra: &[&str], expected: &str| {
         let out_dir = dir.join("c");
@@ -567,4 +588,215 @@ fn plot_draws_a_png_and_names_bad_lines() {
         "{}",
         text(&run.stderr)
     );
+}
+
+/// Waits until the run writing `metrics` has logged a line, or fails after 60 s.
+fn wait_for_metrics(metrics: &Path, child: &mut std::process::Child) {
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(metrics).is_ok_and(|m| m.lines().count() >= 1) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before logging"
+        );
+        assert!(started.elapsed().as_secs() < 60, "no metrics after 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn spawn_training(config: &Path, out: &Path, extra: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_slide-train"))
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "--quiet",
+            "--threads",
+            "2",
+        ])
+        .args(["--out", out.to_str().unwrap()])
+        .args(extra)
+        .current_dir(repo())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("slide-train starts")
+}
+
+/// Ctrl-C (SIGINT) stops training at the next step boundary: a checkpoint of that step is
+/// written, the one-line message names it, the exit status is 130, and the run resumes
+/// from it.
+#[test]
+fn sigint_writes_a_checkpoint_and_exits_130() {
+    let dir = scratch("sigint");
+    let config = xmc_config(&dir);
+    let out = dir.join("run");
+    let mut child = spawn_training(
+        &config,
+        &out,
+        &["--set", "train.epochs=1000", "--set", "checkpoint.every=0"],
+    );
+    wait_for_metrics(&out.join("metrics.jsonl"), &mut child);
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let result = child.wait_with_output().unwrap();
+    let stderr = text(&result.stderr);
+    assert_eq!(result.status.code(), Some(130), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let step: u64 = stderr
+        .split("interrupted at step ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no step in `{stderr}`"));
+    let saved = out.join(format!("checkpoints/checkpoint-{step:010}.safetensors"));
+    assert!(saved.exists(), "{stderr}");
+    assert!(stderr.contains(&format!("--resume {}", saved.display())));
+    let resumed = slide_train(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+        "--resume",
+        saved.to_str().unwrap(),
+        "--set",
+        &format!("train.max_steps={}", step + 5),
+    ]);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert!(text(&resumed.stdout).contains(&format!("resumed from {}", saved.display())));
+}
+
+/// SIGKILL at random moments while a checkpoint is written every step, 25 rounds, each
+/// resuming from the newest checkpoint the previous round left: every checkpoint file in
+/// the folder always loads and evaluates (a half-written file is never taken for one), and
+/// the rounds add up to progress.
+#[test]
+fn kill_9_during_checkpoint_writes_never_leaves_a_bad_checkpoint() {
+    let dir = scratch("kill9");
+    let config = xmc_config(&dir);
+    let out = dir.join("run");
+    let checkpoints = out.join("checkpoints");
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut last_step = 0;
+    let mut temporaries_seen = 0;
+    for round in 0..25 {
+        let mut extra = vec![
+            "--set",
+            "train.epochs=1000",
+            "--set",
+            "checkpoint.every=1",
+            "--set",
+            "checkpoint.keep_last=3",
+        ];
+        let newest = checkpoints.to_str().unwrap().to_string();
+        if round > 0 {
+            extra.extend_from_slice(&["--resume", &newest]);
+        }
+        let mut child = spawn_training(&config, &out, &extra);
+        wait_for_metrics(&out.join("metrics.jsonl"), &mut child);
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        std::thread::sleep(std::time::Duration::from_millis(state % 300));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        temporaries_seen += std::fs::read_dir(&checkpoints)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".tmp")
+            })
+            .count();
+        let complete = slide_trainer::checkpoint::list(&checkpoints).unwrap();
+        assert!(!complete.is_empty());
+        for path in &complete {
+            let eval = slide_train(&[
+                "eval",
+                "--config",
+                config.to_str().unwrap(),
+                "--checkpoint",
+                path.to_str().unwrap(),
+                "--samples",
+                "10",
+            ]);
+            assert!(
+                eval.status.success(),
+                "round {round}: {} does not load: {}",
+                path.display(),
+                text(&eval.stderr)
+            );
+        }
+        let newest = complete
+            .last()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let step: u64 = newest["checkpoint-".len()..newest.len() - ".safetensors".len()]
+            .parse()
+            .unwrap();
+        assert!(
+            step >= last_step,
+            "round {round}: went back from {last_step} to {step}"
+        );
+        last_step = step;
+    }
+    eprintln!(
+        "25 kill -9 rounds: reached step {last_step}; {temporaries_seen} half-written files seen and ignored"
+    );
+    assert!(last_step > 25, "{last_step}");
+}
+
+/// A soak in CI size: 3,000 steps with a checkpoint every 25 steps and a table rebuild every
+/// 10; resident memory, sampled in every metrics line, stays within 8 MiB of its value
+/// after warm-up (the first 500 steps).
+#[test]
+fn memory_stays_flat_over_thousands_of_steps() {
+    let dir = scratch("soak");
+    let config = xmc_config(&dir);
+    let out = dir.join("run");
+    let run = slide_train(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--quiet",
+        "--threads",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "train.epochs=1000",
+        "--set",
+        "train.max_steps=3000",
+        "--set",
+        "train.rebuild_every=10",
+        "--set",
+        "checkpoint.every=25",
+        "--set",
+        "checkpoint.keep_last=2",
+    ]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let samples: Vec<(u64, f64)> = std::fs::read_to_string(out.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["step"].as_u64().unwrap(), v["rss_mib"].as_f64().unwrap())
+        })
+        .collect();
+    assert!(samples.len() > 500, "{}", samples.len());
+    let warm = samples.iter().find(|s| s.0 >= 500).unwrap().1;
+    let after: Vec<f64> = samples.iter().filter(|s| s.0 >= 500).map(|s| s.1).collect();
+    let peak = after.iter().copied().fold(0.0, f64::max);
+    let low = after.iter().copied().fold(f64::MAX, f64::min);
+    eprintln!(
+        "soak: {} samples of RSS, {warm:.1} MiB at step 500, {low:.1}..{peak:.1} MiB after",
+        samples.len()
+    );
+    assert!(peak - warm < 8.0, "RSS grew from {warm} to {peak} MiB");
 }

@@ -27,7 +27,16 @@ pub struct IdxArray {
 /// Reads an unsigned-byte IDX file with `ndims` dimensions.
 pub fn read_idx(path: &Path, ndims: usize) -> Result<IdxArray, FormatError> {
     let (file, file_bytes) = open(path)?;
-    let mut raw = BufReader::new(file);
+    read_idx_from(BufReader::new(file), file_bytes, path, ndims)
+}
+
+/// [`read_idx`] of `file_bytes` bytes from `raw`; `path` names the source in errors.
+pub fn read_idx_from(
+    mut raw: impl Read,
+    file_bytes: u64,
+    path: &Path,
+    ndims: usize,
+) -> Result<IdxArray, FormatError> {
     let bad = |offset: u64, problem: String| FormatError::Bytes {
         path: path.to_path_buf(),
         offset,

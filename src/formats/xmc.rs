@@ -32,7 +32,15 @@ pub struct XmcShape {
 /// `N`, feature ids below `D`, label ids below `L`.
 pub fn read_xmc(path: &Path) -> Result<(SparseExamples, XmcShape), FormatError> {
     let (file, bytes) = open(path)?;
-    let mut reader = BufReader::new(file);
+    read_xmc_from(BufReader::new(file), bytes, path)
+}
+
+/// [`read_xmc`] of `bytes` bytes from `reader`; `path` names the source in errors.
+pub fn read_xmc_from(
+    mut reader: impl BufRead,
+    bytes: u64,
+    path: &Path,
+) -> Result<(SparseExamples, XmcShape), FormatError> {
     let mut line = String::new();
     let err = |line: usize, problem: String| FormatError::Line {
         path: path.to_path_buf(),
@@ -84,6 +92,17 @@ pub fn read_libsvm(
     labels: usize,
 ) -> Result<SparseExamples, FormatError> {
     let (file, bytes) = open(path)?;
+    read_libsvm_from(BufReader::new(file), bytes, path, features, labels)
+}
+
+/// [`read_libsvm`] of `bytes` bytes from `reader`; `path` names the source in errors.
+pub fn read_libsvm_from(
+    reader: impl BufRead,
+    bytes: u64,
+    path: &Path,
+    features: usize,
+    labels: usize,
+) -> Result<SparseExamples, FormatError> {
     let shape = XmcShape {
         points: 0,
         features,
@@ -94,7 +113,7 @@ pub fn read_libsvm(
         line: 0,
         problem,
     })?;
-    read_lines(path, BufReader::new(file), shape, 1, None)
+    read_lines(path, reader, shape, 1, None)
 }
 
 fn check_shape(shape: XmcShape, file_bytes: u64) -> Result<(), String> {

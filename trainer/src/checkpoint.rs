@@ -230,6 +230,11 @@ pub fn list(dir: &Path) -> Result<Vec<PathBuf>> {
 /// the network `identity` describes.
 pub fn load(path: &Path, identity: &str) -> Result<(NetworkState, Position)> {
     let bytes = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
+    load_bytes(&bytes, path, identity)
+}
+
+/// [`load`] of a checkpoint's bytes; `path` names it in errors.
+pub fn load_bytes(bytes: &[u8], path: &Path, identity: &str) -> Result<(NetworkState, Position)> {
     let fail = |problem: String| anyhow!("{}: {problem}", path.display());
     let tensors = SafeTensors::deserialize(&bytes)
         .map_err(|e| fail(format!("not a readable safetensors checkpoint ({e})")))?;

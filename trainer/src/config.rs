@@ -373,7 +373,12 @@ pub fn locate(path: &Path) -> PathBuf {
 /// Reads, overrides (`section.key=value`, the value in TOML syntax) and validates a config.
 pub fn load(path: &Path, overrides: &[String]) -> Result<Config> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-    let mut value: toml::Table = toml::from_str(&text)
+    parse(&text, path, overrides)
+}
+
+/// [`load`] of a config's text; `path` names it in errors.
+pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Config> {
+    let mut value: toml::Table = toml::from_str(text)
         .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), one_line(&e.to_string())))?;
     for item in overrides {
         apply_override(&mut value, item)?;

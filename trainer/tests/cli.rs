@@ -229,6 +229,20 @@ fn bad_input_exits_2_with_one_line() {
             vec!["--set".into(), "train.lr=-1.0".into()],
             "lr must be positive".into(),
         ),
+        (
+            vec!["--set".into(), "network.layers.1.lsh.k=40".into()],
+            "k * bits = 120 exceeds 32".into(),
+        ),
+        (
+            vec!["--set".into(), "train.lr_min=1.0".into()],
+            "train.lr_min must be between 0 and train.lr".into(),
+        ),
+        // 300 inputs x 2e9 hidden neurons with Adam state: terabytes, refused before any
+        // allocation with the estimate.
+        (
+            vec!["--set".into(), "network.layers.0.size=2000000000".into()],
+            "GB of memory is available".into(),
+        ),
     ];
     for (extra, expected) in cases {
         let mut args = vec![

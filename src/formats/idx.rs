@@ -112,8 +112,11 @@ pub fn read_idx_from(
         ));
     }
     // Read at most `total` bytes, growing the buffer only as data arrives (a gzip header can
-    // claim sizes its content does not have).
-    let mut data = Vec::with_capacity(total.min(1 << 26) as usize);
+    // claim sizes its content does not have): reserve all of it only when the file is raw,
+    // where its length was just checked, and 1 MiB otherwise. (Reserving 64 MiB up front
+    // for any gzip input made the fuzzer run 1,000 inputs/s.)
+    let reserve = if gzipped { total.min(1 << 20) } else { total };
+    let mut data = Vec::with_capacity(reserve as usize);
     (&mut reader)
         .take(total)
         .read_to_end(&mut data)

@@ -236,10 +236,10 @@ pub fn load(path: &Path, identity: &str) -> Result<(NetworkState, Position)> {
 /// [`load`] of a checkpoint's bytes; `path` names it in errors.
 pub fn load_bytes(bytes: &[u8], path: &Path, identity: &str) -> Result<(NetworkState, Position)> {
     let fail = |problem: String| anyhow!("{}: {problem}", path.display());
-    let tensors = SafeTensors::deserialize(&bytes)
+    let tensors = SafeTensors::deserialize(bytes)
         .map_err(|e| fail(format!("not a readable safetensors checkpoint ({e})")))?;
     let (_, header) =
-        SafeTensors::read_metadata(&bytes).map_err(|e| fail(format!("unreadable header ({e})")))?;
+        SafeTensors::read_metadata(bytes).map_err(|e| fail(format!("unreadable header ({e})")))?;
     let meta = header.metadata().clone().unwrap_or_default();
     let get = |key: &str| {
         meta.get(key)

@@ -420,6 +420,36 @@ fn evaluation_runs_exact_or_sampled() {
     eprintln!("exact {exact:?}\nlsh {fast:?}");
 }
 
+/// `set_learning_rate` changes the steps that follow exactly as if the network had been
+/// built with that rate: a network built at 0.02 and switched to 0.005 before training ends
+/// bit-identical to one built at 0.005; a non-positive rate is refused.
+#[test]
+fn set_learning_rate_acts_like_the_configured_rate() {
+    let data = sparse_data(64, 100, 30, 5);
+    let layers = || {
+        vec![
+            input_major(16, Activation::Relu),
+            sampled(30, Activation::Softmax, 8),
+        ]
+    };
+    let mut switched = network(100, layers(), 0.02, 4);
+    switched.set_learning_rate(0.005).unwrap();
+    let mut built = network(100, layers(), 0.005, 4);
+    train(&mut switched, &data, 20, 16);
+    train(&mut built, &data, 20, 16);
+    assert_eq!(all_parameters(&switched), all_parameters(&built));
+    let mut faster = network(100, layers(), 0.005, 4);
+    faster.set_learning_rate(0.05).unwrap();
+    train(&mut faster, &data, 20, 16);
+    assert_ne!(all_parameters(&faster), all_parameters(&built));
+    for bad in [0.0, -1.0, f32::NAN] {
+        assert!(matches!(
+            faster.set_learning_rate(bad),
+            Err(SlideError::InvalidConfig { .. })
+        ));
+    }
+}
+
 /// P@1/3/5 from the 5 best of `net.outputs` per sample, computed one sample at a time.
 fn precision_one_by_one(net: &mut Network, data: &dyn Examples, mode: Mode) -> [f64; 3] {
     let mut hits = [0usize; 3];

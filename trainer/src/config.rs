@@ -300,7 +300,7 @@ pub enum LrSchedule {
     /// `lr` throughout.
     #[default]
     Constant,
-    /// From `lr` down to `lr_min` along half a cosine over the run's steps.
+    /// From `lr` down to `lr_min` along half a cosine over the configured epochs.
     Cosine,
     /// `lr * lr_gamma^(epoch - 1)`.
     Exponential,

@@ -300,7 +300,10 @@ pub fn run(
     let mut eval_seconds = 0.0;
     let report_every = (train.len() / t.batch_size / 10).max(1) as u64;
     let steps_per_epoch = train.len().div_ceil(t.batch_size) as u64;
-    let mut total_steps = steps_per_epoch * t.epochs as u64;
+    // The schedule spans the configured epochs; `max_steps` only stops the run early, so a
+    // run stopped by it and resumed takes the same learning rates as one never stopped.
+    let schedule_steps = steps_per_epoch * t.epochs as u64;
+    let mut total_steps = schedule_steps;
     if t.max_steps > 0 {
         total_steps = total_steps.min(t.max_steps);
     }
@@ -335,7 +338,7 @@ pub fn run(
                     checkpoint_dir.display()
                 ))
             };
-            let lr = t.learning_rate(this_step, total_steps, epoch);
+            let lr = t.learning_rate(this_step, schedule_steps, epoch);
             net.set_learning_rate(lr)
                 .map_err(|e| Failure::Training(e.into()))?;
             match net.train_step_with(train, batch, &mut stats) {

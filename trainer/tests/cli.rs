@@ -296,6 +296,9 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
         "2",
         "--set",
         "train.epochs=3",
+        // The learning rate follows the step, so a resumed run takes the same rates.
+        "--set",
+        "train.lr_schedule=\"cosine\"",
     ];
     let run = |extra: &[&str]| {
         let mut args: Vec<&str> = common.to_vec();

@@ -367,3 +367,18 @@ fn shipped_mnist_reads_with_the_known_counts_and_first_labels() {
     let mean: f32 = train.inputs.iter().sum::<f32>() / train.inputs.len() as f32;
     assert!((mean - 0.1307).abs() < 1e-3, "mean pixel {mean}");
 }
+
+/// Bytes quoted in an error (here a terminal escape and a bell inside a value)
+/// come out escaped: the message stays one printable line.
+#[test]
+fn quoted_control_characters_are_escaped() {
+    let dir = scratch_dir("escape");
+    let path = write(&dir, "escape.txt", b"1 4 2\n0 1:\x1b[31m\x07x\n");
+    let message = read_xmc(&path).unwrap_err().to_string();
+    assert!(!message.chars().any(char::is_control), "{message:?}");
+    assert!(message.contains("`\\u{1b}[31m\\u{7}x`"), "{message}");
+    assert!(
+        message.starts_with(&format!("{}:2: ", path.display())),
+        "{message}"
+    );
+}

@@ -1,6 +1,8 @@
 //! What the fuzz targets share: the one-call checks each target runs on an input, and the
 //! small network the checkpoint target loads into. Every check returns normally for any
-//! input (an error is a fine answer); a panic, abort or runaway allocation is a finding.
+//! input; an error is a fine answer if its message names the file (and, for data files,
+//! the line or byte offset). A panic, abort, runaway allocation or anonymous error is a
+//! finding.
 
 use std::path::Path;
 
@@ -51,19 +53,20 @@ pub fn tiny_network() -> NetworkConfig {
 
 /// Reads `data` as an XMC file; when it parses, touches every sample.
 pub fn check_xmc(data: &[u8]) {
-    let read = xmc::read_xmc_from(data, data.len() as u64, Path::new("fuzz.txt"));
-    if let Ok((examples, shape)) = read {
-        assert_eq!(examples.len(), shape.points);
-        walk(&examples, shape.features, shape.labels);
+    match xmc::read_xmc_from(data, data.len() as u64, Path::new("fuzz.txt")) {
+        Ok((examples, shape)) => {
+            assert_eq!(examples.len(), shape.points);
+            walk(&examples, shape.features, shape.labels);
+        }
+        Err(e) => names_the_place(&e.to_string(), "fuzz.txt:"),
     }
 }
 
 /// Reads `data` as a LIBSVM file with 50 features and 20 labels.
 pub fn check_libsvm(data: &[u8]) {
-    if let Ok(examples) =
-        xmc::read_libsvm_from(data, data.len() as u64, Path::new("fuzz.txt"), 50, 20)
-    {
-        walk(&examples, 50, 20);
+    match xmc::read_libsvm_from(data, data.len() as u64, Path::new("fuzz.txt"), 50, 20) {
+        Ok(examples) => walk(&examples, 50, 20),
+        Err(e) => names_the_place(&e.to_string(), "fuzz.txt:"),
     }
 }
 
@@ -80,10 +83,12 @@ fn walk(examples: &dyn Examples, features: usize, labels: usize) {
 /// Reads `data` as IDX with 1 and with 3 dimensions (raw or gzip, as the bytes say).
 pub fn check_idx(data: &[u8]) {
     for ndims in [1, 3] {
-        if let Ok(array) = idx::read_idx_from(data, data.len() as u64, Path::new("fuzz.idx"), ndims)
-        {
-            assert_eq!(array.dims.len(), ndims);
-            assert_eq!(array.dims.iter().product::<usize>(), array.data.len());
+        match idx::read_idx_from(data, data.len() as u64, Path::new("fuzz.idx"), ndims) {
+            Ok(array) => {
+                assert_eq!(array.dims.len(), ndims);
+                assert_eq!(array.dims.iter().product::<usize>(), array.data.len());
+            }
+            Err(e) => names_the_place(&e.to_string(), "fuzz.idx: at byte "),
         }
     }
 }
@@ -94,16 +99,35 @@ pub fn check_config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(config) = config::parse(text, Path::new("fuzz.toml"), &[]) {
-        let _ = config.network(1000);
+    match config::parse(text, Path::new("fuzz.toml"), &[]) {
+        Ok(config) => {
+            let _ = config.network(1000);
+        }
+        Err(e) => names_the_place(&format!("{e:#}"), "fuzz.toml"),
     }
 }
 
 /// Loads `data` as a checkpoint of [`TINY_CONFIG`]'s network and, when it loads, imports it.
 pub fn check_checkpoint(data: &[u8], network: &NetworkConfig) {
     let identity = format!("{network:?}");
-    if let Ok((state, _)) = checkpoint::load_bytes(data, Path::new("fuzz.safetensors"), &identity) {
-        let mut net = Network::new(network.clone()).expect("the tiny network builds");
-        let _ = net.import_state(&state);
+    match checkpoint::load_bytes(data, Path::new("fuzz.safetensors"), &identity) {
+        Ok((state, _)) => {
+            let mut net = Network::new(network.clone()).expect("the tiny network builds");
+            let _ = net.import_state(&state);
+        }
+        Err(e) => names_the_place(&format!("{e:#}"), "fuzz.safetensors: "),
     }
+}
+
+/// An error message must start with (data files, checkpoints) or contain (configs) where
+/// the problem is, and be one line.
+fn names_the_place(message: &str, place: &str) {
+    assert!(
+        message.starts_with(place) || (place.ends_with(".toml") && message.contains(place)),
+        "error does not name `{place}`: {message}"
+    );
+    assert!(
+        !message.chars().any(char::is_control),
+        "error is not one printable line: {message:?}"
+    );
 }

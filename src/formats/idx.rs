@@ -40,7 +40,7 @@ pub fn read_idx_from(
     let bad = |offset: u64, problem: String| FormatError::Bytes {
         path: path.to_path_buf(),
         offset,
-        problem,
+        problem: super::printable(&problem),
     };
     let mut magic = [0u8; 2];
     raw.read_exact(&mut magic)

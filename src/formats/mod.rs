@@ -50,6 +50,21 @@ pub enum FormatError {
     },
 }
 
+/// `text` with control characters (line breaks, terminal escapes) written as Rust escapes,
+/// so that an error quoting a file's bytes stays one printable line.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
 pub(crate) fn io_error(path: &Path, e: &io::Error) -> FormatError {
     let message = if e.kind() == io::ErrorKind::IsADirectory {
         "is a directory, not a file".to_string()

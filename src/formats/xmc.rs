@@ -45,7 +45,7 @@ pub fn read_xmc_from(
     let err = |line: usize, problem: String| FormatError::Line {
         path: path.to_path_buf(),
         line,
-        problem,
+        problem: super::printable(&problem),
     };
     let read = reader
         .read_line(&mut line)
@@ -111,7 +111,7 @@ pub fn read_libsvm_from(
     check_shape(shape, bytes).map_err(|problem| FormatError::Line {
         path: path.to_path_buf(),
         line: 0,
-        problem,
+        problem: super::printable(&problem),
     })?;
     read_lines(path, reader, shape, 1, None)
 }
@@ -152,7 +152,7 @@ fn read_lines(
     let err = |line: usize, problem: String| FormatError::Line {
         path: path.to_path_buf(),
         line,
-        problem,
+        problem: super::printable(&problem),
     };
     let mut data = SparseExamples::new();
     if let Some(n) = expected_points {

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use slide::formats::printable;
 use slide::lsh::TablesState;
 use slide::{LayerState, NetworkState};
 
@@ -235,7 +236,7 @@ pub fn load(path: &Path, identity: &str) -> Result<(NetworkState, Position)> {
 
 /// [`load`] of a checkpoint's bytes; `path` names it in errors.
 pub fn load_bytes(bytes: &[u8], path: &Path, identity: &str) -> Result<(NetworkState, Position)> {
-    let fail = |problem: String| anyhow!("{}: {problem}", path.display());
+    let fail = |problem: String| anyhow!("{}: {}", path.display(), printable(&problem));
     let tensors = SafeTensors::deserialize(bytes)
         .map_err(|e| fail(format!("not a readable safetensors checkpoint ({e})")))?;
     let (_, header) =

@@ -392,7 +392,8 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Config> {
 }
 
 fn one_line(message: &str) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
+    let words = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    slide::formats::printable(&words)
 }
 
 fn apply_override(table: &mut toml::Table, item: &str) -> Result<()> {

@@ -651,6 +651,7 @@ mod tests {
         let mut config = load(&path, &[]).unwrap();
         let t = &mut config.train;
         t.lr = 0.01;
+        t.lr_schedule = LrSchedule::Constant;
         assert_eq!(t.learning_rate(500, 1000, 3), 0.01);
         t.lr_schedule = LrSchedule::Cosine;
         t.lr_min = 0.001;

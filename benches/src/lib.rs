@@ -45,3 +45,5 @@ pub fn relu_vector(dim: usize, seed: u64) -> Vec<f32> {
         .map(|_| rng.random_range(-1.0f32..1.0).max(0.0))
         .collect()
 }
+
+pub mod scaling;

@@ -46,4 +46,5 @@ pub fn relu_vector(dim: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+pub mod baseline;
 pub mod scaling;

@@ -1,0 +1,294 @@
+//! The dense autodiff baseline: the same network as a slide [`Network`] (layer sizes,
+//! activations, weights copied from it, softmax cross-entropy with soft targets `1/|y|`, Adam
+//! with the same hyper-parameters), every neuron computed, gradients by reverse-mode
+//! automatic differentiation in burn (pure-Rust `flex` CPU backend).
+//!
+//! Sparse inputs go in as an embedding bag: the first weight matrix's rows of each sample's
+//! features are gathered, scaled by the values and summed per sample. Optional masks
+//! restrict the loss to given active sets (hidden activations of inactive neurons are
+//! zeroed; inactive outputs are left out of the softmax), which is the loss slide
+//! optimises when LSH picks the neurons.
+
+use burn::tensor::{Bool, Device, IndexingUpdateOp, Int, Tensor, TensorData, activation};
+use slide::lsh::Vector;
+use slide::{Activation, AdamConfig, Examples, Network};
+
+/// One layer's parameters as burn tensors: `w` is `[in, out]`, `b` is `[1, out]`.
+struct Layer {
+    w: Tensor<2>,
+    b: Tensor<2>,
+    activation: Activation,
+    moments: [Tensor<2>; 4],
+}
+
+/// A dense copy of a slide network, trained with autodiff gradients.
+pub struct Baseline {
+    device: Device,
+    layers: Vec<Layer>,
+    adam: AdamConfig,
+    step: i32,
+}
+
+/// Gradients of the batch-mean loss: per layer, the weights as `[in][out]` row-major and
+/// the biases.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gradients {
+    /// Per layer, `in * out` values: the gradient of the weight from input `i` to neuron
+    /// `j` at `i * out + j`.
+    pub weights: Vec<Vec<f32>>,
+    /// Per layer, `out` values.
+    pub biases: Vec<Vec<f32>>,
+    /// The batch-mean loss.
+    pub loss: f64,
+}
+
+/// Active neurons per layer per sample (`masks[layer][sample]`), as slide reports them.
+pub type Masks = [Vec<Vec<u32>>];
+
+fn to_vec(t: Tensor<2>) -> Vec<f32> {
+    t.into_data().try_to_vec::<f32>().expect("f32 tensor")
+}
+
+impl Baseline {
+    /// Copies `net`'s weights and biases (Adam moments start at zero, as a new optimizer's).
+    pub fn from_network(net: &Network) -> Self {
+        let device = Device::flex().autodiff();
+        let layers = net
+            .layers()
+            .iter()
+            .map(|layer| {
+                let (n_in, n_out) = (layer.in_dim(), layer.out_dim());
+                let mut w = Vec::with_capacity(n_in * n_out);
+                for i in 0..n_in {
+                    for j in 0..n_out {
+                        w.push(layer.weight(j, i));
+                    }
+                }
+                let b: Vec<f32> = (0..n_out).map(|j| layer.bias(j)).collect();
+                let zeros = |shape: [usize; 2]| Tensor::<2>::zeros(shape, &device);
+                Layer {
+                    w: Tensor::from_data(TensorData::new(w, [n_in, n_out]), &device),
+                    b: Tensor::from_data(TensorData::new(b, [1, n_out]), &device),
+                    activation: layer.activation(),
+                    moments: [
+                        zeros([n_in, n_out]),
+                        zeros([n_in, n_out]),
+                        zeros([1, n_out]),
+                        zeros([1, n_out]),
+                    ],
+                }
+            })
+            .collect();
+        Baseline {
+            device,
+            layers,
+            adam: net.config().adam,
+            step: 0,
+        }
+    }
+
+    /// Layer `l`'s weights as `[in][out]` row-major, and its biases.
+    pub fn parameters(&self, l: usize) -> (Vec<f32>, Vec<f32>) {
+        let layer = &self.layers[l];
+        (to_vec(layer.w.clone()), to_vec(layer.b.clone()))
+    }
+
+    /// The batch-mean loss of `batch` of `data` as a graph over the parameters.
+    fn loss(&self, data: &dyn Examples, batch: &[usize], masks: Option<&Masks>) -> Tensor<1> {
+        let device = &self.device;
+        let n = batch.len();
+        let last = self.layers.len() - 1;
+        let mut h: Option<Tensor<2>> = None;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let [n_in, n_out] = layer.w.dims();
+            let z = match h.take() {
+                Some(x) => x.matmul(layer.w.clone()),
+                None => first_layer(data, batch, &layer.w, n_in, n_out, device),
+            } + layer.b.clone();
+            let mask = masks.map(|m| mask(&m[l], n, n_out, device));
+            h = Some(match layer.activation {
+                Activation::Softmax => {
+                    assert_eq!(l, last, "softmax is the output layer's");
+                    match mask {
+                        Some(active) => z.mask_fill(active.bool_not(), -1e30),
+                        None => z,
+                    }
+                }
+                other => {
+                    let a = if other == Activation::Relu {
+                        activation::relu(z)
+                    } else {
+                        z
+                    };
+                    match mask {
+                        Some(active) => a.mask_fill(active.bool_not(), 0.0),
+                        None => a,
+                    }
+                }
+            });
+        }
+        let logits = h.expect("at least one layer");
+        let n_out = logits.dims()[1];
+        let mut targets = vec![0.0f32; n * n_out];
+        for (s, &i) in batch.iter().enumerate() {
+            let labels = data.labels(i);
+            for &y in labels {
+                targets[s * n_out + y as usize] = 1.0 / labels.len() as f32;
+            }
+        }
+        let targets = Tensor::<2>::from_data(TensorData::new(targets, [n, n_out]), device);
+        (activation::log_softmax(logits, 1) * targets)
+            .sum()
+            .mul_scalar(-1.0 / n as f64)
+    }
+
+    /// Gradients of the batch-mean loss by reverse-mode autodiff, optionally restricted to
+    /// the active sets `masks`.
+    pub fn gradients(
+        &self,
+        data: &dyn Examples,
+        batch: &[usize],
+        masks: Option<&Masks>,
+    ) -> Gradients {
+        let tracked: Vec<(Tensor<2>, Tensor<2>)> = self
+            .layers
+            .iter()
+            .map(|l| (l.w.clone().require_grad(), l.b.clone().require_grad()))
+            .collect();
+        let with = Baseline {
+            device: self.device.clone(),
+            layers: self
+                .layers
+                .iter()
+                .zip(&tracked)
+                .map(|(l, (w, b))| Layer {
+                    w: w.clone(),
+                    b: b.clone(),
+                    activation: l.activation,
+                    moments: l.moments.clone(),
+                })
+                .collect(),
+            adam: self.adam,
+            step: self.step,
+        };
+        let loss = with.loss(data, batch, masks);
+        let value = f64::from(loss.clone().into_data().try_to_vec::<f32>().expect("f32")[0]);
+        let grads = loss.backward();
+        let (weights, biases) = tracked
+            .iter()
+            .map(|(w, b)| {
+                let gw = w
+                    .grad(&grads)
+                    .map_or_else(|| vec![0.0; w.dims().iter().product()], to_vec);
+                let gb = b
+                    .grad(&grads)
+                    .map_or_else(|| vec![0.0; b.dims()[1]], to_vec);
+                (gw, gb)
+            })
+            .unzip();
+        Gradients {
+            weights,
+            biases,
+            loss: value,
+        }
+    }
+
+    /// One Adam step on `batch` with every neuron active: `w -= lr * m_hat / (sqrt(v_hat) +
+    /// eps)`, as slide's optimizer. Returns the loss before the step.
+    pub fn train_step(&mut self, data: &dyn Examples, batch: &[usize]) -> f64 {
+        let g = self.gradients(data, batch, None);
+        self.step += 1;
+        let a = self.adam;
+        let t = self.step;
+        let c1 = 1.0 - f64::from(a.beta1).powi(t);
+        let c2 = 1.0 - f64::from(a.beta2).powi(t);
+        let device = self.device.clone();
+        for (l, layer) in self.layers.iter_mut().enumerate() {
+            let [n_in, n_out] = layer.w.dims();
+            let gw = Tensor::<2>::from_data(
+                TensorData::new(g.weights[l].clone(), [n_in, n_out]),
+                &device,
+            );
+            let gb =
+                Tensor::<2>::from_data(TensorData::new(g.biases[l].clone(), [1, n_out]), &device);
+            let [mw, vw, mb, vb] = layer.moments.clone();
+            let update = |p: Tensor<2>, m: Tensor<2>, v: Tensor<2>, grad: Tensor<2>| {
+                let m = m.mul_scalar(a.beta1) + grad.clone().mul_scalar(1.0 - a.beta1);
+                let v = v.mul_scalar(a.beta2) + (grad.clone() * grad).mul_scalar(1.0 - a.beta2);
+                let denom = v.clone().div_scalar(c2).sqrt().add_scalar(a.eps);
+                let p = p - m.clone().div_scalar(c1).div(denom).mul_scalar(a.lr);
+                (p, m, v)
+            };
+            let (w, mw, vw) = update(layer.w.clone(), mw, vw, gw);
+            let (b, mb, vb) = update(layer.b.clone(), mb, vb, gb);
+            layer.w = w;
+            layer.b = b;
+            layer.moments = [mw, vw, mb, vb];
+        }
+        g.loss
+    }
+}
+
+/// The first layer's pre-activations without bias: a matrix product for dense inputs, an
+/// embedding bag for sparse ones.
+fn first_layer(
+    data: &dyn Examples,
+    batch: &[usize],
+    w: &Tensor<2>,
+    n_in: usize,
+    n_out: usize,
+    device: &Device,
+) -> Tensor<2> {
+    let n = batch.len();
+    if let Vector::Dense(_) = data.input(batch[0]) {
+        let mut x = Vec::with_capacity(n * n_in);
+        for &i in batch {
+            match data.input(i) {
+                Vector::Dense(v) => x.extend_from_slice(v),
+                Vector::Sparse { .. } => panic!("mixed dense and sparse inputs"),
+            }
+        }
+        let x = Tensor::<2>::from_data(TensorData::new(x, [n, n_in]), device);
+        return x.matmul(w.clone());
+    }
+    let (mut features, mut values, mut owners) = (Vec::new(), Vec::new(), Vec::new());
+    for (s, &i) in batch.iter().enumerate() {
+        input_nonzeros(data.input(i), |f, v| {
+            features.push(f as i64);
+            values.push(v);
+            owners.push(s as i64);
+        });
+    }
+    let nnz = features.len();
+    let rows = w.clone().select(
+        0,
+        Tensor::<1, Int>::from_data(TensorData::new(features, [nnz]), device),
+    );
+    let scaled = rows * Tensor::<2>::from_data(TensorData::new(values, [nnz, 1]), device);
+    Tensor::<2>::zeros([n, n_out], device).select_assign(
+        0,
+        Tensor::<1, Int>::from_data(TensorData::new(owners, [nnz]), device),
+        scaled,
+        IndexingUpdateOp::Add,
+    )
+}
+
+fn input_nonzeros(x: Vector<'_>, mut f: impl FnMut(u32, f32)) {
+    match x {
+        Vector::Dense(v) => v.iter().enumerate().for_each(|(i, &x)| f(i as u32, x)),
+        Vector::Sparse { indices, values } => {
+            indices.iter().zip(values).for_each(|(&i, &x)| f(i, x))
+        }
+    }
+}
+
+/// `[n, width]`: true where the neuron is in the sample's active set.
+fn mask(active: &[Vec<u32>], n: usize, width: usize, device: &Device) -> Tensor<2, Bool> {
+    let mut m = vec![false; n * width];
+    for (s, ids) in active.iter().enumerate().take(n) {
+        for &j in ids {
+            m[s * width + j as usize] = true;
+        }
+    }
+    Tensor::<2, Bool>::from_data(TensorData::new(m, [n, width]), device)
+}

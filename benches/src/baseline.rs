@@ -51,17 +51,18 @@ fn to_vec(t: Tensor<2>) -> Vec<f32> {
 
 impl Baseline {
     /// Copies `net`'s weights and biases (Adam moments start at zero, as a new optimizer's).
+    /// Parameters and moments live outside autodiff; each step tracks fresh leaves.
     pub fn from_network(net: &Network) -> Self {
-        let device = Device::flex().autodiff();
+        let device = Device::flex();
         let layers = net
             .layers()
             .iter()
             .map(|layer| {
                 let (n_in, n_out) = (layer.in_dim(), layer.out_dim());
-                let mut w = Vec::with_capacity(n_in * n_out);
-                for i in 0..n_in {
-                    for j in 0..n_out {
-                        w.push(layer.weight(j, i));
+                let mut w = vec![0.0f32; n_in * n_out];
+                for j in 0..n_out {
+                    for i in 0..n_in {
+                        w[i * n_out + j] = layer.weight(j, i);
                     }
                 }
                 let b: Vec<f32> = (0..n_out).map(|j| layer.bias(j)).collect();
@@ -93,8 +94,9 @@ impl Baseline {
         (to_vec(layer.w.clone()), to_vec(layer.b.clone()))
     }
 
-    /// The batch-mean loss of `batch` of `data` as a graph over the parameters.
-    fn loss(&self, data: &dyn Examples, batch: &[usize], masks: Option<&Masks>) -> Tensor<1> {
+    /// The output logits of `batch` of `data` (`[batch, outputs]`; inactive outputs at
+    /// -1e30 when masked).
+    fn logits(&self, data: &dyn Examples, batch: &[usize], masks: Option<&Masks>) -> Tensor<2> {
         let device = &self.device;
         let n = batch.len();
         let last = self.layers.len() - 1;
@@ -127,7 +129,14 @@ impl Baseline {
                 }
             });
         }
-        let logits = h.expect("at least one layer");
+        h.expect("at least one layer")
+    }
+
+    /// The batch-mean loss of `batch` of `data` as a graph over the parameters.
+    fn loss(&self, data: &dyn Examples, batch: &[usize], masks: Option<&Masks>) -> Tensor<1> {
+        let device = &self.device;
+        let n = batch.len();
+        let logits = self.logits(data, batch, masks);
         let n_out = logits.dims()[1];
         let mut targets = vec![0.0f32; n * n_out];
         for (s, &i) in batch.iter().enumerate() {
@@ -142,18 +151,23 @@ impl Baseline {
             .mul_scalar(-1.0 / n as f64)
     }
 
-    /// Gradients of the batch-mean loss by reverse-mode autodiff, optionally restricted to
-    /// the active sets `masks`.
-    pub fn gradients(
+    /// The batch-mean loss and, per layer, the gradients of the weights and biases as
+    /// tensors, by reverse-mode autodiff, optionally restricted to the active sets `masks`.
+    fn tracked_gradients(
         &self,
         data: &dyn Examples,
         batch: &[usize],
         masks: Option<&Masks>,
-    ) -> Gradients {
+    ) -> (f64, Vec<(Tensor<2>, Tensor<2>)>) {
         let tracked: Vec<(Tensor<2>, Tensor<2>)> = self
             .layers
             .iter()
-            .map(|l| (l.w.clone().require_grad(), l.b.clone().require_grad()))
+            .map(|l| {
+                (
+                    l.w.clone().autodiff().require_grad(),
+                    l.b.clone().autodiff().require_grad(),
+                )
+            })
             .collect();
         let with = Baseline {
             device: self.device.clone(),
@@ -173,59 +187,123 @@ impl Baseline {
         };
         let loss = with.loss(data, batch, masks);
         let value = f64::from(loss.clone().into_data().try_to_vec::<f32>().expect("f32")[0]);
-        let grads = loss.backward();
-        let (weights, biases) = tracked
+        let mut grads = loss.backward();
+        let device = &self.device;
+        let gradients = tracked
             .iter()
             .map(|(w, b)| {
                 let gw = w
-                    .grad(&grads)
-                    .map_or_else(|| vec![0.0; w.dims().iter().product()], to_vec);
+                    .grad_remove(&mut grads)
+                    .unwrap_or_else(|| Tensor::zeros(w.dims(), device));
                 let gb = b
-                    .grad(&grads)
-                    .map_or_else(|| vec![0.0; b.dims()[1]], to_vec);
+                    .grad_remove(&mut grads)
+                    .unwrap_or_else(|| Tensor::zeros(b.dims(), device));
                 (gw, gb)
             })
+            .collect();
+        (value, gradients)
+    }
+
+    /// Gradients of the batch-mean loss by reverse-mode autodiff, optionally restricted to
+    /// the active sets `masks`.
+    pub fn gradients(
+        &self,
+        data: &dyn Examples,
+        batch: &[usize],
+        masks: Option<&Masks>,
+    ) -> Gradients {
+        let (loss, tensors) = self.tracked_gradients(data, batch, masks);
+        let (weights, biases) = tensors
+            .into_iter()
+            .map(|(w, b)| (to_vec(w), to_vec(b)))
             .unzip();
         Gradients {
             weights,
             biases,
-            loss: value,
+            loss,
         }
+    }
+
+    /// Share of `samples` of `data` whose highest logit is one of their labels (P@1; the
+    /// accuracy for single-label data), every neuron computed, in blocks of 1,000.
+    pub fn precision_at_1(&self, data: &dyn Examples, samples: &[usize]) -> f64 {
+        let mut hits = 0usize;
+        for block in samples.chunks(1000) {
+            let logits = self.logits(data, block, None);
+            let n_out = logits.dims()[1];
+            let values = to_vec(logits);
+            for (row, &i) in values.chunks(n_out).zip(block) {
+                let best = row
+                    .iter()
+                    .enumerate()
+                    .fold(
+                        (0, f32::NEG_INFINITY),
+                        |b, (j, &z)| if z > b.1 { (j, z) } else { b },
+                    );
+                hits += usize::from(data.labels(i).contains(&(best.0 as u32)));
+            }
+        }
+        hits as f64 / samples.len().max(1) as f64
+    }
+
+    /// Multiply-adds of one training step on `batch` (forward, and the two products of each
+    /// layer's backward pass: the input gradient, skipped for the first layer, and the
+    /// weight gradient), counted from the shapes: every neuron is computed.
+    pub fn multiply_adds(&self, data: &dyn Examples, batch: &[usize]) -> u64 {
+        let mut total = 0u64;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let [n_in, n_out] = layer.w.dims();
+            let inputs: u64 = if l == 0 {
+                batch.iter().map(|&i| data.input(i).nnz() as u64).sum()
+            } else {
+                (batch.len() * n_in) as u64
+            };
+            let passes = if l == 0 { 2 } else { 3 };
+            total += passes * inputs * n_out as u64;
+        }
+        total
+    }
+
+    /// Neurons of every layer, which dense Adam updates each step (slide's rows of a
+    /// neuron-major layer).
+    pub fn rows(&self) -> usize {
+        self.layers.iter().map(|l| l.w.dims()[1]).sum()
     }
 
     /// One Adam step on `batch` with every neuron active: `w -= lr * m_hat / (sqrt(v_hat) +
     /// eps)`, as slide's optimizer. Returns the loss before the step.
     pub fn train_step(&mut self, data: &dyn Examples, batch: &[usize]) -> f64 {
-        let g = self.gradients(data, batch, None);
+        let (loss, gradients) = self.tracked_gradients(data, batch, None);
         self.step += 1;
         let a = self.adam;
         let t = self.step;
         let c1 = 1.0 - f64::from(a.beta1).powi(t);
         let c2 = 1.0 - f64::from(a.beta2).powi(t);
-        let device = self.device.clone();
-        for (l, layer) in self.layers.iter_mut().enumerate() {
-            let [n_in, n_out] = layer.w.dims();
-            let gw = Tensor::<2>::from_data(
-                TensorData::new(g.weights[l].clone(), [n_in, n_out]),
-                &device,
-            );
-            let gb =
-                Tensor::<2>::from_data(TensorData::new(g.biases[l].clone(), [1, n_out]), &device);
-            let [mw, vw, mb, vb] = layer.moments.clone();
-            let update = |p: Tensor<2>, m: Tensor<2>, v: Tensor<2>, grad: Tensor<2>| {
-                let m = m.mul_scalar(a.beta1) + grad.clone().mul_scalar(1.0 - a.beta1);
-                let v = v.mul_scalar(a.beta2) + (grad.clone() * grad).mul_scalar(1.0 - a.beta2);
-                let denom = v.clone().div_scalar(c2).sqrt().add_scalar(a.eps);
-                let p = p - m.clone().div_scalar(c1).div(denom).mul_scalar(a.lr);
-                (p, m, v)
-            };
-            let (w, mw, vw) = update(layer.w.clone(), mw, vw, gw);
-            let (b, mb, vb) = update(layer.b.clone(), mb, vb, gb);
-            layer.w = w;
-            layer.b = b;
-            layer.moments = [mw, vw, mb, vb];
-        }
-        g.loss
+        let update = |p: Tensor<2>, m: Tensor<2>, v: Tensor<2>, grad: Tensor<2>| {
+            let m = m.mul_scalar(a.beta1) + grad.clone().mul_scalar(1.0 - a.beta1);
+            let v = v.mul_scalar(a.beta2) + (grad.clone() * grad).mul_scalar(1.0 - a.beta2);
+            let denom = v.clone().div_scalar(c2).sqrt().add_scalar(a.eps);
+            let p = p - m.clone().div_scalar(c1).div(denom).mul_scalar(a.lr);
+            (p, m, v)
+        };
+        // The layers are moved through the update, so that tensors held once can be
+        // updated in place.
+        self.layers = std::mem::take(&mut self.layers)
+            .into_iter()
+            .zip(gradients)
+            .map(|(layer, (gw, gb))| {
+                let [mw, vw, mb, vb] = layer.moments;
+                let (w, mw, vw) = update(layer.w, mw, vw, gw);
+                let (b, mb, vb) = update(layer.b, mb, vb, gb);
+                Layer {
+                    w,
+                    b,
+                    activation: layer.activation,
+                    moments: [mw, vw, mb, vb],
+                }
+            })
+            .collect();
+        loss
     }
 }
 

@@ -3,26 +3,43 @@
 //!
 //! ```text
 //! cargo run --release -p slide-benches --bin scaling -- mnist [--widths 1024,2048,...]
-//!     [--steps 20] [--dense-up-to 16384] [--accuracy-steps 469] [--out runs/scaling] [--quick]
+//!     [--steps 60] [--engines slide,every-neuron,autodiff] [--dense-up-to 16384]
+//!     [--autodiff-up-to 65536] [--accuracy-steps 469] [--accuracy-widths 65536]
+//!     [--slide-accuracy-steps 4690] [--budget 256] [--k 3] [--l 50] [--lr 0.001]
+//!     [--sampling top-k|vanilla] [--hash dwta|wta|simhash]
+//!     [--out runs/scaling] [--quick]
 //! cargo run --release -p slide-benches --bin scaling -- xmc [--widths 10000,50000,...] [...]
 //! ```
 //!
-//! `mnist`: 784 -> H -> 10 on the shipped MNIST (`datasets/mnist`), H = 1K..128K by
-//! default; `--accuracy-steps N` also trains each network N steps and reports its test
-//! accuracy (one epoch is 469 steps). `xmc`: 135,909 sparse -> 128 -> N on synthetic
-//! Amazon-shaped inputs, N = 10K..2M. Prints a line per width as it goes, then the log-log
-//! slope of step time (and of multiply-adds and rows touched) against width for each
-//! engine; writes `SWEEP.csv` and `SWEEP.png` (log-log, slopes in the legend) to `--out`.
+//! Each width and engine runs 2 warm-up steps and `--steps` measured ones (60 by default, so
+//! slide's first hash-table rebuild, at step 50, falls in the window of the mean); the
+//! median is the headline. Engines: `slide` (LSH on the widened layer), `every-neuron` (slide's hand-derived passes,
+//! nothing sampled) and `autodiff` (the dense reverse-mode autodiff baseline in burn, from
+//! the same initial weights, on the same batches). `mnist`: 784 -> H -> 10 on the shipped
+//! MNIST (`datasets/mnist`), H = 1K..128K by default; `--accuracy-steps N` also trains each
+//! network N steps in all (one epoch is 469 steps) and reports its test accuracy, at every
+//! width or at `--accuracy-widths`; `--slide-accuracy-steps M` trains slide on to M steps
+//! and reports that accuracy too, with the training seconds of each (slide's many cheap
+//! steps against the baseline's few expensive ones). `xmc`: 135,909 sparse -> 128 -> N on synthetic
+//! Amazon-shaped inputs, N = 10K..2M. Prints a line per width and engine as it goes, then
+//! each engine's log-log slope of step time (and of multiply-adds and rows touched) against
+//! width and slide's speed-up over the baseline; writes `SWEEP.csv` and `SWEEP.png`
+//! (log-log, slopes in the legend) to `--out`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use plotters::prelude::*;
 use slide::formats::idx::read_images;
+use slide::lsh::{FamilyKind, Projection};
 use slide::{DenseExamples, Examples, Mode};
+use slide_benches::baseline::Baseline;
 use slide_benches::scaling::{
-    Engine, Measurement, Sweep, log_log_slope, measure, network, xmc_like,
+    Engine, Measurement, Recipe, Sweep, log_log_slope, measure, measure_autodiff, network, xmc_like,
 };
+
+const ENGINES: [Engine; 3] = [Engine::Slide, Engine::Dense, Engine::Autodiff];
 
 const FONT: &[u8] = include_bytes!("../../../trainer/assets/DejaVuSans.ttf");
 
@@ -30,8 +47,13 @@ struct Options {
     sweep: Sweep,
     widths: Vec<usize>,
     steps: usize,
+    engines: Vec<Engine>,
     dense_up_to: usize,
+    autodiff_up_to: usize,
     accuracy_steps: usize,
+    accuracy_widths: Option<Vec<usize>>,
+    slide_accuracy_steps: usize,
+    recipe: Recipe,
     out: PathBuf,
 }
 
@@ -48,12 +70,20 @@ fn parse() -> Result<Options, String> {
             Sweep::Mnist => (10..=17).map(|p| 1usize << p).collect(),
             Sweep::Xmc => vec![10_000, 50_000, 100_000, 670_091, 2_000_000],
         },
-        steps: 20,
+        steps: 60,
+        engines: ENGINES.to_vec(),
         dense_up_to: match sweep {
             Sweep::Mnist => 16_384,
             Sweep::Xmc => 100_000,
         },
+        autodiff_up_to: match sweep {
+            Sweep::Mnist => 65_536,
+            Sweep::Xmc => 670_091,
+        },
         accuracy_steps: 0,
+        accuracy_widths: None,
+        slide_accuracy_steps: 0,
+        recipe: Recipe::recommended(sweep),
         out: PathBuf::from("runs/scaling"),
     };
     while let Some(flag) = args.next() {
@@ -64,6 +94,7 @@ fn parse() -> Result<Options, String> {
             };
             o.steps = 5;
             o.dense_up_to = usize::MAX;
+            o.autodiff_up_to = usize::MAX;
             continue;
         }
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
@@ -73,9 +104,46 @@ fn parse() -> Result<Options, String> {
                 o.widths = value.split(',').map(number).collect::<Result<_, _>>()?;
             }
             "--steps" => o.steps = number(&value)?.max(1),
+            "--engines" => {
+                o.engines = value
+                    .split(',')
+                    .map(|name| {
+                        ENGINES
+                            .into_iter()
+                            .find(|e| e.name() == name)
+                            .ok_or(format!("--engines: unknown engine {name}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
             "--dense-up-to" => o.dense_up_to = number(&value)?,
+            "--autodiff-up-to" => o.autodiff_up_to = number(&value)?,
             "--accuracy-steps" => o.accuracy_steps = number(&value)?,
+            "--slide-accuracy-steps" => o.slide_accuracy_steps = number(&value)?,
+            "--accuracy-widths" => {
+                o.accuracy_widths = Some(value.split(',').map(number).collect::<Result<_, _>>()?);
+            }
             "--out" => o.out = PathBuf::from(value),
+            "--budget" => o.recipe.budget = number(&value)?.max(1),
+            "--k" => o.recipe.params.k = number(&value)?,
+            "--l" => o.recipe.params.l = number(&value)?,
+            "--lr" => {
+                o.recipe.lr = value.parse().map_err(|e| format!("--lr {value}: {e}"))?;
+            }
+            "--sampling" => {
+                o.recipe.top_k = match value.as_str() {
+                    "vanilla" => false,
+                    "top-k" => true,
+                    _ => return Err(format!("--sampling {value}: vanilla or top-k")),
+                };
+            }
+            "--hash" => {
+                o.recipe.family = match value.as_str() {
+                    "dwta" => FamilyKind::Dwta { bin_size: 8 },
+                    "wta" => FamilyKind::Wta { bin_size: 8 },
+                    "simhash" => FamilyKind::SimHash(Projection::Gaussian),
+                    _ => return Err(format!("--hash {value}: dwta, wta or simhash")),
+                };
+            }
             _ => return Err(format!("unknown option {flag}")),
         }
     }
@@ -89,7 +157,54 @@ fn parse() -> Result<Options, String> {
 struct Row {
     engine: Engine,
     m: Measurement,
-    accuracy: Option<f64>,
+    /// Test accuracy after `--accuracy-steps` steps, and for slide also after
+    /// `--slide-accuracy-steps`.
+    accuracy: Vec<Trained>,
+}
+
+/// A network's test accuracy after some training.
+#[derive(Clone, Copy)]
+struct Trained {
+    steps: usize,
+    /// Wall time of all its training steps (the measured ones included), seconds.
+    seconds: f64,
+    accuracy: f64,
+}
+
+/// A network being trained by one of the engines.
+enum Trainee {
+    Slide(slide::Network),
+    Autodiff(Baseline),
+}
+
+impl Trainee {
+    /// Trains to `steps` steps in all (counting `done`) on `train` in the fixed batch order.
+    fn train_to(&mut self, done: usize, steps: usize, train: &DenseExamples) -> Result<(), String> {
+        for s in done..steps {
+            let samples = batch(s, train.len());
+            match self {
+                Trainee::Slide(net) => {
+                    net.train_step(train, &samples).map_err(|e| e.to_string())?;
+                }
+                Trainee::Autodiff(baseline) => {
+                    baseline.train_step(train, &samples);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Test accuracy, every output scored (hidden LSH layers sample as in training).
+    fn accuracy(&mut self, test: &DenseExamples) -> Result<f64, String> {
+        let all: Vec<usize> = (0..test.len()).collect();
+        match self {
+            Trainee::Slide(net) => net
+                .evaluate(test, &all, Mode::EvalExact)
+                .map(|e| e.precision_at_1)
+                .map_err(|e| e.to_string()),
+            Trainee::Autodiff(baseline) => Ok(baseline.precision_at_1(test, &all)),
+        }
+    }
 }
 
 fn run(o: &Options) -> Result<Vec<Row>, String> {
@@ -123,28 +238,70 @@ fn run(o: &Options) -> Result<Vec<Row>, String> {
             (_, Some(x)) => x,
             _ => unreachable!("one data set per sweep"),
         };
-        for engine in [Engine::Slide, Engine::Dense] {
-            if engine == Engine::Dense && width > o.dense_up_to {
+        for &engine in &o.engines {
+            let limit = match engine {
+                Engine::Slide => usize::MAX,
+                Engine::Dense => o.dense_up_to,
+                Engine::Autodiff => o.autodiff_up_to,
+            };
+            if width > limit {
                 continue;
             }
-            let mut net = network(o.sweep, width, engine, 11).map_err(|e| e.to_string())?;
-            let m =
-                measure(&mut net, data, width, layer, o.steps, 128).map_err(|e| e.to_string())?;
-            let accuracy = match &mnist {
-                Some((train, test)) if o.accuracy_steps > 0 => {
-                    Some(accuracy(&mut net, train, test, o.accuracy_steps)?)
-                }
-                _ => None,
+            let test = mnist.as_ref().filter(|_| {
+                o.accuracy_steps > 0
+                    && o.accuracy_widths
+                        .as_ref()
+                        .is_none_or(|widths| widths.contains(&width))
+            });
+            let net = network(o.sweep, width, engine, &o.recipe, 11).map_err(|e| e.to_string())?;
+            let started = Instant::now();
+            let (m, mut trainee) = if engine == Engine::Autodiff {
+                let mut baseline = Baseline::from_network(&net);
+                drop(net);
+                let m = measure_autodiff(&mut baseline, data, width, o.steps, 128);
+                (m, Trainee::Autodiff(baseline))
+            } else {
+                let mut net = net;
+                let m = measure(&mut net, data, width, layer, o.steps, 128)
+                    .map_err(|e| e.to_string())?;
+                (m, Trainee::Slide(net))
             };
+            let mut seconds = started.elapsed().as_secs_f64();
+            let mut accuracy = Vec::new();
+            if let Some((train, test)) = test {
+                let mut targets = vec![o.accuracy_steps];
+                if engine == Engine::Slide && o.slide_accuracy_steps > o.accuracy_steps {
+                    targets.push(o.slide_accuracy_steps);
+                }
+                let mut done = o.steps + 2;
+                for steps in targets {
+                    let started = Instant::now();
+                    trainee.train_to(done, steps, train)?;
+                    seconds += started.elapsed().as_secs_f64();
+                    done = done.max(steps);
+                    accuracy.push(Trained {
+                        steps: done,
+                        seconds,
+                        accuracy: trainee.accuracy(test)?,
+                    });
+                }
+            }
             println!(
-                "{:>9} {:<12} {:>9.2} ms/step  {:>7.0} active/sample  {:>8.2} M multiply-adds/step  {:>8.0} rows/step{}",
+                "{:>9} {:<12} {:>9.2} ms/step (mean {:>8.2})  {:>7.0} active/sample  {:>8.2} M multiply-adds/step  {:>8.0} rows/step{}",
                 width,
                 engine.name(),
                 m.median_ms,
+                m.mean_ms,
                 m.active,
                 m.multiply_adds / 1e6,
                 m.rows_touched,
-                accuracy.map_or(String::new(), |a| format!("  test accuracy {a:.4}"))
+                accuracy
+                    .iter()
+                    .map(|t| format!(
+                        "  test accuracy {:.4} after {} steps ({:.1} s)",
+                        t.accuracy, t.steps, t.seconds
+                    ))
+                    .collect::<String>()
             );
             let _ = std::io::stdout().flush();
             rows.push(Row {
@@ -157,24 +314,10 @@ fn run(o: &Options) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
-/// Trains `net` (already stepped by `measure`) to `steps` steps in all on `train`, then its
-/// test accuracy with exact outputs.
-fn accuracy(
-    net: &mut slide::Network,
-    train: &DenseExamples,
-    test: &DenseExamples,
-    steps: usize,
-) -> Result<f64, String> {
-    let n = train.len();
-    while (net.step() as usize) < steps {
-        let s = net.step() as usize;
-        let batch: Vec<usize> = (0..128).map(|i| (s * 128 + i) % n).collect();
-        net.train_step(train, &batch).map_err(|e| e.to_string())?;
-    }
-    let all: Vec<usize> = (0..test.len()).collect();
-    net.evaluate(test, &all, Mode::EvalExact)
-        .map(|e| e.precision_at_1)
-        .map_err(|e| e.to_string())
+/// Step `s`'s batch of 128 of `n` samples: the samples in order, wrapping around (the order
+/// `measure` uses, so every engine sees the same batches).
+fn batch(s: usize, n: usize) -> Vec<usize> {
+    (0..128).map(|i| (s * 128 + i) % n).collect()
 }
 
 fn series(rows: &[Row], engine: Engine, value: impl Fn(&Measurement) -> f64) -> Vec<(f64, f64)> {
@@ -188,19 +331,26 @@ fn write_csv(path: &Path, sweep: &str, rows: &[Row]) -> std::io::Result<()> {
     let mut f = std::fs::File::create(path)?;
     writeln!(
         f,
-        "sweep,engine,width,median_ms_per_step,active_per_sample,multiply_adds_per_step,rows_touched_per_step,test_accuracy"
+        "sweep,engine,width,median_ms_per_step,mean_ms_per_step,active_per_sample,multiply_adds_per_step,rows_touched_per_step,accuracy_steps,train_seconds,test_accuracy,longer_steps,longer_train_seconds,longer_test_accuracy"
     )?;
     for r in rows {
         writeln!(
             f,
-            "{sweep},{},{},{:.4},{:.1},{:.0},{:.1},{}",
+            "{sweep},{},{},{:.4},{:.4},{:.1},{:.0},{:.1},{}",
             r.engine.name(),
             r.m.width,
             r.m.median_ms,
+            r.m.mean_ms,
             r.m.active,
             r.m.multiply_adds,
             r.m.rows_touched,
-            r.accuracy.map_or(String::new(), |a| format!("{a:.4}"))
+            (0..2)
+                .map(|i| r.accuracy.get(i).map_or(",,".to_string(), |t| format!(
+                    "{},{:.1},{:.4}",
+                    t.steps, t.seconds, t.accuracy
+                )))
+                .collect::<Vec<_>>()
+                .join(",")
         )?;
     }
     Ok(())
@@ -239,7 +389,11 @@ fn plot(path: &Path, title: &str, rows: &[Row]) -> Result<(), String> {
         .y_desc("median ms per training step (batch 128)")
         .draw()
         .map_err(|e| draw(&e))?;
-    for (engine, color) in [(Engine::Slide, BLUE), (Engine::Dense, RED)] {
+    for (engine, color) in [
+        (Engine::Slide, BLUE),
+        (Engine::Dense, RGBColor(230, 140, 0)),
+        (Engine::Autodiff, RED),
+    ] {
         let points = series(rows, engine, |m| m.median_ms);
         if points.is_empty() {
             continue;
@@ -280,10 +434,11 @@ fn main() {
         Sweep::Xmc => "xmc",
     };
     println!(
-        "{name} width sweep, {} threads, kernels {}, {} measured steps per width",
+        "{name} width sweep, {} threads, kernels {}, {} measured steps per width; slide: {:?}",
         rayon::current_num_threads(),
         slide::kernels::kernels().name,
-        o.steps
+        o.steps,
+        o.recipe
     );
     let rows = match run(&o) {
         Ok(rows) => rows,
@@ -292,7 +447,10 @@ fn main() {
             std::process::exit(1);
         }
     };
-    for engine in [Engine::Slide, Engine::Dense] {
+    for engine in ENGINES {
+        if !rows.iter().any(|r| r.engine == engine) {
+            continue;
+        }
         let time = log_log_slope(&series(&rows, engine, |m| m.median_ms));
         let macs = log_log_slope(&series(&rows, engine, |m| m.multiply_adds));
         let touched = log_log_slope(&series(&rows, engine, |m| m.rows_touched));
@@ -300,6 +458,47 @@ fn main() {
             "log-log slope against width, {}: step time {time:.3}, multiply-adds {macs:.3}, rows touched {touched:.3}",
             engine.name()
         );
+    }
+    for slide in rows.iter().filter(|r| r.engine == Engine::Slide) {
+        let other = |engine| {
+            rows.iter()
+                .find(|r| r.engine == engine && r.m.width == slide.m.width)
+        };
+        for engine in [Engine::Dense, Engine::Autodiff] {
+            if let Some(r) = other(engine) {
+                println!(
+                    "width {:>9}: slide {:.1}x faster per step than {}{}",
+                    slide.m.width,
+                    r.m.median_ms / slide.m.median_ms,
+                    engine.name(),
+                    match (slide.accuracy.as_slice(), r.accuracy.first()) {
+                        ([a, rest @ ..], Some(b)) => {
+                            let mut text = format!(
+                                "; test accuracy after {} steps {:.4} vs {:.4} ({:+.2} points)",
+                                a.steps,
+                                a.accuracy,
+                                b.accuracy,
+                                100.0 * (a.accuracy - b.accuracy)
+                            );
+                            for l in rest {
+                                text += &format!(
+                                    "; slide after {} steps ({:.1} s) {:.4} vs {} after {} steps ({:.1} s) {:.4}",
+                                    l.steps,
+                                    l.seconds,
+                                    l.accuracy,
+                                    engine.name(),
+                                    b.steps,
+                                    b.seconds,
+                                    b.accuracy
+                                );
+                            }
+                            text
+                        }
+                        _ => String::new(),
+                    }
+                );
+            }
+        }
     }
     if let Err(e) = std::fs::create_dir_all(&o.out) {
         eprintln!("scaling: cannot create {}: {e}", o.out.display());

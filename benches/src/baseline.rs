@@ -248,7 +248,8 @@ impl Baseline {
 
     /// Multiply-adds of one training step on `batch` (forward, and the two products of each
     /// layer's backward pass: the input gradient, skipped for the first layer, and the
-    /// weight gradient), counted from the shapes: every neuron is computed.
+    /// weight gradient; plus one per weight for the Adam update, as slide counts it),
+    /// counted from the shapes: every neuron is computed, every weight updated.
     pub fn multiply_adds(&self, data: &dyn Examples, batch: &[usize]) -> u64 {
         let mut total = 0u64;
         for (l, layer) in self.layers.iter().enumerate() {
@@ -259,7 +260,7 @@ impl Baseline {
                 (batch.len() * n_in) as u64
             };
             let passes = if l == 0 { 2 } else { 3 };
-            total += passes * inputs * n_out as u64;
+            total += passes * inputs * n_out as u64 + (n_in * n_out) as u64;
         }
         total
     }

@@ -231,6 +231,39 @@ pub struct Measurement {
     pub rows_touched: f64,
 }
 
+/// Step `s`'s batch of `batch` of `n` samples: the samples in order, wrapping around. Every
+/// engine trains on these batches, so all see the same data in the same order.
+pub fn batch_at(s: usize, batch: usize, n: usize) -> Vec<usize> {
+    (0..batch).map(|i| (s * batch + i) % n).collect()
+}
+
+/// Calls `step` on 2 warm-up and then `steps` measured consecutive batches ([`batch_at`]),
+/// timing each call. Returns the measured calls' median and mean milliseconds and what they
+/// returned.
+fn timed_steps<T, E>(
+    steps: usize,
+    batch: usize,
+    n: usize,
+    mut step: impl FnMut(&[usize]) -> Result<T, E>,
+) -> Result<(f64, f64, Vec<T>), E> {
+    let mut times = Vec::with_capacity(steps);
+    let mut results = Vec::with_capacity(steps);
+    for s in 0..steps + 2 {
+        let indices = batch_at(s, batch, n);
+        let started = Instant::now();
+        let result = step(&indices)?;
+        let elapsed = started.elapsed().as_secs_f64() * 1e3;
+        if s >= 2 {
+            times.push(elapsed);
+            results.push(result);
+        }
+    }
+    let mean_ms = times.iter().sum::<f64>() / steps.max(1) as f64;
+    times.sort_by(f64::total_cmp);
+    let median_ms = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
+    Ok((median_ms, mean_ms, results))
+}
+
 /// Trains `net` for `steps` measured steps of `batch` samples of `data` (after 2 warm-up
 /// steps) and reports medians and means.
 pub fn measure(
@@ -241,32 +274,24 @@ pub fn measure(
     steps: usize,
     batch: usize,
 ) -> slide::Result<Measurement> {
-    let n = data.len();
     let mut stats = StepStats::default();
-    let mut times = Vec::with_capacity(steps);
-    let (mut active, mut macs, mut rows) = (0.0, 0.0, 0.0);
-    for s in 0..steps + 2 {
-        let indices: Vec<usize> = (0..batch).map(|i| (s * batch + i) % n).collect();
-        let started = Instant::now();
-        net.train_step_with(data, &indices, &mut stats)?;
-        let elapsed = started.elapsed().as_secs_f64() * 1e3;
-        if s >= 2 {
-            times.push(elapsed);
-            active += stats.active_per_sample[layer];
-            macs += stats.multiply_adds as f64;
-            rows += stats.rows_touched.iter().sum::<usize>() as f64;
-        }
-    }
+    let (median_ms, mean_ms, counts) = timed_steps(steps, batch, data.len(), |indices| {
+        net.train_step_with(data, indices, &mut stats)?;
+        Ok::<_, slide::SlideError>((
+            stats.active_per_sample[layer],
+            stats.multiply_adds as f64,
+            stats.rows_touched.iter().sum::<usize>() as f64,
+        ))
+    })?;
     let k = steps.max(1) as f64;
-    let mean_ms = times.iter().sum::<f64>() / k;
-    times.sort_by(f64::total_cmp);
+    let mean = |f: fn(&(f64, f64, f64)) -> f64| counts.iter().map(f).sum::<f64>() / k;
     Ok(Measurement {
         width,
-        median_ms: times.get(times.len() / 2).copied().unwrap_or(f64::NAN),
+        median_ms,
         mean_ms,
-        active: active / k,
-        multiply_adds: macs / k,
-        rows_touched: rows / k,
+        active: mean(|c| c.0),
+        multiply_adds: mean(|c| c.1),
+        rows_touched: mean(|c| c.2),
     })
 }
 
@@ -281,23 +306,16 @@ pub fn measure_autodiff(
     batch: usize,
 ) -> Measurement {
     let n = data.len();
-    let mut times = Vec::with_capacity(steps);
-    let mut macs = 0.0;
-    for s in 0..steps + 2 {
-        let indices: Vec<usize> = (0..batch).map(|i| (s * batch + i) % n).collect();
-        let started = Instant::now();
-        baseline.train_step(data, &indices);
-        let elapsed = started.elapsed().as_secs_f64() * 1e3;
-        if s >= 2 {
-            times.push(elapsed);
-            macs += baseline.multiply_adds(data, &indices) as f64;
-        }
-    }
-    let mean_ms = times.iter().sum::<f64>() / steps.max(1) as f64;
-    times.sort_by(f64::total_cmp);
+    let Ok((median_ms, mean_ms, _)) = timed_steps(steps, batch, n, |indices| {
+        baseline.train_step(data, indices);
+        Ok::<_, std::convert::Infallible>(())
+    });
+    let macs: f64 = (2..steps + 2)
+        .map(|s| baseline.multiply_adds(data, &batch_at(s, batch, n)) as f64)
+        .sum();
     Measurement {
         width,
-        median_ms: times.get(times.len() / 2).copied().unwrap_or(f64::NAN),
+        median_ms,
         mean_ms,
         active: width as f64,
         multiply_adds: macs / steps.max(1) as f64,

@@ -36,7 +36,8 @@ use slide::lsh::{FamilyKind, Projection};
 use slide::{DenseExamples, Examples, Mode};
 use slide_benches::baseline::Baseline;
 use slide_benches::scaling::{
-    Engine, Measurement, Recipe, Sweep, log_log_slope, measure, measure_autodiff, network, xmc_like,
+    Engine, Measurement, Recipe, Sweep, batch_at, log_log_slope, measure, measure_autodiff,
+    network, xmc_like,
 };
 
 const ENGINES: [Engine; 3] = [Engine::Slide, Engine::Dense, Engine::Autodiff];
@@ -181,7 +182,7 @@ impl Trainee {
     /// Trains to `steps` steps in all (counting `done`) on `train` in the fixed batch order.
     fn train_to(&mut self, done: usize, steps: usize, train: &DenseExamples) -> Result<(), String> {
         for s in done..steps {
-            let samples = batch(s, train.len());
+            let samples = batch_at(s, 128, train.len());
             match self {
                 Trainee::Slide(net) => {
                     net.train_step(train, &samples).map_err(|e| e.to_string())?;
@@ -312,12 +313,6 @@ fn run(o: &Options) -> Result<Vec<Row>, String> {
         }
     }
     Ok(rows)
-}
-
-/// Step `s`'s batch of 128 of `n` samples: the samples in order, wrapping around (the order
-/// `measure` uses, so every engine sees the same batches).
-fn batch(s: usize, n: usize) -> Vec<usize> {
-    (0..128).map(|i| (s * 128 + i) % n).collect()
 }
 
 fn series(rows: &[Row], engine: Engine, value: impl Fn(&Measurement) -> f64) -> Vec<(f64, f64)> {

@@ -13,14 +13,13 @@
 
 use std::time::Instant;
 
-use rand::rngs::Xoshiro256PlusPlus;
-use rand::{RngExt, SeedableRng};
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
 use slide::{
-    Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LshConfig, Network,
-    NetworkConfig, PhaseTimes, RebuildSchedule, SparseExamples, StepStats, WeightLayout,
+    Activation, AdamConfig, Examples, LayerConfig, LshConfig, Network, NetworkConfig, PhaseTimes,
+    RebuildSchedule, StepStats, WeightLayout,
 };
-use slide_benches::{AMAZON_FEATURES, AMAZON_HIDDEN, AMAZON_LABELS, AMAZON_NNZ, sparse_vector};
+use slide_benches::scaling::{mnist_like, xmc_like};
+use slide_benches::{AMAZON_FEATURES, AMAZON_HIDDEN, AMAZON_LABELS};
 
 struct Options {
     shape: String,
@@ -86,41 +85,6 @@ fn lsh(o: &Options) -> LshConfig {
     }
 }
 
-fn amazon_data(n: usize) -> SparseExamples {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
-    let mut data = SparseExamples::new();
-    for i in 0..n {
-        let (indices, values) = sparse_vector(AMAZON_FEATURES, AMAZON_NNZ, i as u64);
-        let count = rng.random_range(1..=10usize);
-        // Skewed label frequencies: squaring a uniform draw favours low ids.
-        let labels: Vec<u32> = (0..count)
-            .map(|_| (rng.random::<f64>().powi(2) * AMAZON_LABELS as f64) as u32)
-            .collect();
-        let mut labels = labels;
-        labels.sort_unstable();
-        labels.dedup();
-        data.push(&indices, &values, &labels);
-    }
-    data
-}
-
-fn mnist_data(n: usize) -> DenseExamples {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
-    DenseExamples {
-        dim: 784,
-        inputs: (0..n * 784)
-            .map(|_| {
-                if rng.random::<f32>() < 0.8 {
-                    0.0
-                } else {
-                    rng.random()
-                }
-            })
-            .collect(),
-        classes: (0..n).map(|_| rng.random_range(0..10)).collect(),
-    }
-}
-
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -158,7 +122,7 @@ fn main() {
                         lsh: Some(lsh(&o)),
                     },
                 ],
-                Box::new(amazon_data(4096)),
+                Box::new(xmc_like(4096, AMAZON_LABELS, 1)),
             ),
             "mnist" => (
                 784,
@@ -176,7 +140,7 @@ fn main() {
                         lsh: None,
                     },
                 ],
-                Box::new(mnist_data(4096)),
+                Box::new(mnist_like(4096, 2)),
             ),
             other => {
                 eprintln!("step_bench: unknown shape {other} (amazon or mnist)");

@@ -94,19 +94,34 @@ impl Baseline {
         (to_vec(layer.w.clone()), to_vec(layer.b.clone()))
     }
 
+    /// Every layer's weights and biases (handles to the same tensors).
+    fn parameter_tensors(&self) -> Vec<(Tensor<2>, Tensor<2>)> {
+        self.layers
+            .iter()
+            .map(|l| (l.w.clone(), l.b.clone()))
+            .collect()
+    }
+
     /// The output logits of `batch` of `data` (`[batch, outputs]`; inactive outputs at
-    /// -1e30 when masked).
-    fn logits(&self, data: &dyn Examples, batch: &[usize], masks: Option<&Masks>) -> Tensor<2> {
+    /// -1e30 when masked) with the per-layer weights and biases `params` (the layers' own, or
+    /// tracked copies of them).
+    fn logits(
+        &self,
+        params: &[(Tensor<2>, Tensor<2>)],
+        data: &dyn Examples,
+        batch: &[usize],
+        masks: Option<&Masks>,
+    ) -> Tensor<2> {
         let device = &self.device;
         let n = batch.len();
         let last = self.layers.len() - 1;
         let mut h: Option<Tensor<2>> = None;
-        for (l, layer) in self.layers.iter().enumerate() {
-            let [n_in, n_out] = layer.w.dims();
+        for (l, (layer, (w, b))) in self.layers.iter().zip(params).enumerate() {
+            let [n_in, n_out] = w.dims();
             let z = match h.take() {
-                Some(x) => x.matmul(layer.w.clone()),
-                None => first_layer(data, batch, &layer.w, n_in, n_out, device),
-            } + layer.b.clone();
+                Some(x) => x.matmul(w.clone()),
+                None => first_layer(data, batch, w, n_in, n_out, device),
+            } + b.clone();
             let mask = masks.map(|m| mask(&m[l], n, n_out, device));
             h = Some(match layer.activation {
                 Activation::Softmax => {
@@ -132,11 +147,17 @@ impl Baseline {
         h.expect("at least one layer")
     }
 
-    /// The batch-mean loss of `batch` of `data` as a graph over the parameters.
-    fn loss(&self, data: &dyn Examples, batch: &[usize], masks: Option<&Masks>) -> Tensor<1> {
+    /// The batch-mean loss of `batch` of `data` as a graph over `params`.
+    fn loss(
+        &self,
+        params: &[(Tensor<2>, Tensor<2>)],
+        data: &dyn Examples,
+        batch: &[usize],
+        masks: Option<&Masks>,
+    ) -> Tensor<1> {
         let device = &self.device;
         let n = batch.len();
-        let logits = self.logits(data, batch, masks);
+        let logits = self.logits(params, data, batch, masks);
         let n_out = logits.dims()[1];
         let mut targets = vec![0.0f32; n * n_out];
         for (s, &i) in batch.iter().enumerate() {
@@ -160,32 +181,11 @@ impl Baseline {
         masks: Option<&Masks>,
     ) -> (f64, Vec<(Tensor<2>, Tensor<2>)>) {
         let tracked: Vec<(Tensor<2>, Tensor<2>)> = self
-            .layers
-            .iter()
-            .map(|l| {
-                (
-                    l.w.clone().autodiff().require_grad(),
-                    l.b.clone().autodiff().require_grad(),
-                )
-            })
+            .parameter_tensors()
+            .into_iter()
+            .map(|(w, b)| (w.autodiff().require_grad(), b.autodiff().require_grad()))
             .collect();
-        let with = Baseline {
-            device: self.device.clone(),
-            layers: self
-                .layers
-                .iter()
-                .zip(&tracked)
-                .map(|(l, (w, b))| Layer {
-                    w: w.clone(),
-                    b: b.clone(),
-                    activation: l.activation,
-                    moments: l.moments.clone(),
-                })
-                .collect(),
-            adam: self.adam,
-            step: self.step,
-        };
-        let loss = with.loss(data, batch, masks);
+        let loss = self.loss(&tracked, data, batch, masks);
         let value = f64::from(loss.clone().into_data().try_to_vec::<f32>().expect("f32")[0]);
         let mut grads = loss.backward();
         let device = &self.device;
@@ -227,9 +227,10 @@ impl Baseline {
     /// Share of `samples` of `data` whose highest logit is one of their labels (P@1; the
     /// accuracy for single-label data), every neuron computed, in blocks of 1,000.
     pub fn precision_at_1(&self, data: &dyn Examples, samples: &[usize]) -> f64 {
+        let params = self.parameter_tensors();
         let mut hits = 0usize;
         for block in samples.chunks(1000) {
-            let logits = self.logits(data, block, None);
+            let logits = self.logits(&params, data, block, None);
             let n_out = logits.dims()[1];
             let values = to_vec(logits);
             for (row, &i) in values.chunks(n_out).zip(block) {

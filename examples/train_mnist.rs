@@ -16,7 +16,7 @@ use rand::{RngExt, SeedableRng};
 use slide::formats::idx::read_images;
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling};
 use slide::{
-    Activation, AdamConfig, Examples, LayerConfig, LshConfig, Mode, Network, NetworkConfig,
+    Activation, AdamConfig, Examples, Init, LayerConfig, LshConfig, Mode, Network, NetworkConfig,
     RebuildSchedule, StepStats, WeightLayout,
 };
 
@@ -70,6 +70,8 @@ fn main() {
         bucket_capacity: 128,
         policy: BucketPolicy::Reservoir,
         sampling: Sampling::top_k(active).with_min_active(active),
+        log_q: false,
+        shared_negatives: 0,
     });
     let mut net = Network::new(NetworkConfig {
         input_dim: 784,
@@ -78,12 +80,14 @@ fn main() {
                 out_dim: hidden,
                 activation: Activation::Relu,
                 layout: WeightLayout::NeuronMajor,
+                init: Init::Glorot,
                 lsh,
             },
             LayerConfig {
                 out_dim: 10,
                 activation: Activation::Softmax,
                 layout: WeightLayout::NeuronMajor,
+                init: Init::Glorot,
                 lsh: None,
             },
         ],

@@ -16,8 +16,8 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
 use slide::{
-    Activation, AdamConfig, LayerConfig, LshConfig, Mode, Network, NetworkConfig, RebuildSchedule,
-    SparseExamples, StepStats, WeightLayout,
+    Activation, AdamConfig, Init, LayerConfig, LshConfig, Mode, Network, NetworkConfig,
+    RebuildSchedule, SparseExamples, StepStats, WeightLayout,
 };
 
 const FEATURES: usize = 20_000;
@@ -96,6 +96,7 @@ fn main() {
         out_dim: labels,
         activation: Activation::Softmax,
         layout: WeightLayout::NeuronMajor,
+        init: Init::Glorot,
         lsh: Some(LshConfig {
             family: FamilyKind::Dwta { bin_size: 8 },
             params: LshParams {
@@ -106,12 +107,15 @@ fn main() {
             bucket_capacity: 128,
             policy: BucketPolicy::Fifo,
             sampling: Sampling::top_k(256).with_min_active(256),
+            log_q: false,
+            shared_negatives: 0,
         }),
     };
     let hidden = LayerConfig {
         out_dim: 128,
         activation: Activation::Relu,
         layout: WeightLayout::InputMajor,
+        init: Init::Glorot,
         lsh: None,
     };
     let mut net = Network::new(NetworkConfig {

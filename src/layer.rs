@@ -4,9 +4,10 @@
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
+use rayon::prelude::*;
 use slide_lsh::{
     BucketPolicy, CodeBuffer, FamilyKind, HashFamily, HashTables, LshFamily, LshParams,
-    QueryScratch, Sampling, TablesConfig, Vector,
+    QueryScratch, SampleCounts, Sampling, TablesConfig, TablesStats, Vector,
 };
 
 use crate::error::{Result, config_error};
@@ -39,6 +40,59 @@ pub enum WeightLayout {
     InputMajor,
 }
 
+/// How a layer's weights are drawn at construction (biases start at zero).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Init {
+    /// Glorot (Xavier) uniform: `U(-a, a)`, `a = sqrt(6 / (in_dim + out_dim))`. Tiny for a
+    /// very wide layer: 0.003 for a 670K-wide output on 128 inputs.
+    Glorot,
+    /// PyTorch's `nn.Linear` default: `U(-a, a)`, `a = 1 / sqrt(in_dim)`.
+    FanIn,
+    /// `U(-bound, bound)`.
+    Uniform {
+        /// Half-width of the interval.
+        bound: f32,
+    },
+    /// `N(0, std^2)`; `std = 1` is PyTorch's `nn.EmbeddingBag` default, the usual first
+    /// layer on sparse extreme-classification input.
+    Normal {
+        /// Standard deviation.
+        std: f32,
+    },
+}
+
+impl Init {
+    fn validate(&self) -> std::result::Result<(), &'static str> {
+        match *self {
+            Init::Uniform { bound: x } | Init::Normal { std: x } if !(x.is_finite() && x > 0.0) => {
+                Err("the init scale must be a positive number")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn draw(&self, in_dim: usize, out_dim: usize, rng: &mut Xoshiro256PlusPlus) -> f32 {
+        match *self {
+            Init::Glorot => {
+                let a = (6.0 / (in_dim + out_dim) as f64).sqrt() as f32;
+                rng.random_range(-a..a)
+            }
+            Init::FanIn => {
+                let a = (1.0 / in_dim as f64).sqrt() as f32;
+                rng.random_range(-a..a)
+            }
+            Init::Uniform { bound } => rng.random_range(-bound..bound),
+            Init::Normal { std } => {
+                // Box-Muller on (0, 1] x [0, 1).
+                let u1 = 1.0 - rng.random::<f64>();
+                let u2 = rng.random::<f64>();
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                (z * f64::from(std)) as f32
+            }
+        }
+    }
+}
+
 /// LSH sampling settings of a layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LshConfig {
@@ -52,6 +106,22 @@ pub struct LshConfig {
     pub policy: BucketPolicy,
     /// How candidates become the active set (budget, minimum with random fill).
     pub sampling: Sampling,
+    /// Output layer only: the sampled-softmax (log-Q) correction in training. Each
+    /// non-label active output's logit is raised by `ln((n - f) / (a - f))` before the
+    /// softmax (`n` outputs, `a` active, `f` of them forced labels), as if the `a - f`
+    /// negatives had been drawn uniformly from the `n - f`: each stands for `(n - f) /
+    /// (a - f)` outputs, and the loss estimates the full softmax's instead of the loss over
+    /// the active set alone. Without it every output that is rarely sampled as a negative is
+    /// rarely pushed down, and under exact scoring such outputs outrank the labels.
+    pub log_q: bool,
+    /// Training only: this many neurons that score highest for the mean input of the
+    /// latest batch (recomputed every 8 steps and at every table rebuild) join every
+    /// sample's active set.
+    /// In an output layer fed by ReLU units every input shares a positive mean direction,
+    /// and outputs aligned with it ("hubs") score high for every input; dense training
+    /// pushes them down at every step, sampled training only when it happens to draw
+    /// them. Sampled with certainty, they get no log-Q shift. 0 turns this off.
+    pub shared_negatives: usize,
 }
 
 /// One layer of a network.
@@ -63,6 +133,8 @@ pub struct LayerConfig {
     pub activation: Activation,
     /// Weight storage.
     pub layout: WeightLayout,
+    /// How the weights are drawn.
+    pub init: Init,
     /// `None`: every neuron is active. `Some`: LSH picks the active neurons per sample.
     pub lsh: Option<LshConfig>,
 }
@@ -86,6 +158,12 @@ pub(crate) struct LshState {
     pub(crate) family: LshFamily,
     pub(crate) tables: HashTables,
     pub(crate) sampling: Sampling,
+    pub(crate) log_q: bool,
+    pub(crate) shared_negatives: usize,
+    /// The neurons that scored highest for the mean input at the last rebuild.
+    pub(crate) shared: Vec<u32>,
+    /// What the tables held after the last rebuild.
+    pub(crate) stats: TablesStats,
 }
 
 /// A fully-connected layer `in_dim -> out_dim` whose weights live in one contiguous,
@@ -120,6 +198,11 @@ pub(crate) struct LayerTrace {
     pub(crate) active: Vec<u32>,
     pub(crate) out: Vec<f32>,
     pub(crate) delta: Vec<f32>,
+    /// Where the active ids came from (all zero when every neuron is active); `forced`
+    /// counts the labels and the shared negatives.
+    pub(crate) sources: SampleCounts,
+    /// How many of the forced ids were the layer's shared negatives.
+    pub(crate) shared: usize,
 }
 
 impl LayerTrace {
@@ -165,6 +248,8 @@ impl LayerTrace {
 pub(crate) struct QueryBuffers {
     pub(crate) codes: CodeBuffer,
     pub(crate) query: QueryScratch,
+    /// The forced ids of one query: labels, then the layer's shared negatives.
+    pub(crate) forced: Vec<u32>,
 }
 
 fn padded(len: usize) -> usize {
@@ -172,8 +257,8 @@ fn padded(len: usize) -> usize {
 }
 
 impl SparseLayer {
-    /// A layer with Glorot-uniform weights (`U(-a, a)`, `a = sqrt(6 / (in + out))`) drawn
-    /// from `seed`, zero biases and zero Adam state. LSH tables are built from the initial
+    /// A layer with weights drawn from `seed` as `config.init` says, zero biases and zero
+    /// Adam state. LSH tables are built from the initial
     /// weights.
     pub fn new(in_dim: usize, config: &LayerConfig, seed: u64) -> Result<Self> {
         let what = || format!("layer {in_dim} -> {}", config.out_dim);
@@ -197,12 +282,15 @@ impl SparseLayer {
         let total = rows
             .checked_mul(3 * stride)
             .ok_or_else(|| config_error(what(), "weight matrix too large"))?;
+        config
+            .init
+            .validate()
+            .map_err(|e| config_error(what(), e))?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let limit = (6.0 / (in_dim + config.out_dim) as f64).sqrt() as f32;
         let mut params = vec![0.0f32; total];
         for row in params.chunks_exact_mut(3 * stride) {
             for w in &mut row[..row_len] {
-                *w = rng.random_range(-limit..limit);
+                *w = config.init.draw(in_dim, config.out_dim, &mut rng);
             }
         }
         let mut layer = SparseLayer {
@@ -229,10 +317,15 @@ impl SparseLayer {
                 lsh.policy,
                 seed ^ 0x7462_6c00,
             ))?;
+            let stats = tables.stats();
             layer.lsh = Some(LshState {
                 family,
                 tables,
                 sampling: lsh.sampling,
+                log_q: lsh.log_q,
+                shared_negatives: lsh.shared_negatives,
+                shared: Vec::with_capacity(lsh.shared_negatives),
+                stats,
             });
             layer.rebuild_tables()?;
         }
@@ -337,14 +430,23 @@ impl SparseLayer {
         if let Some(lsh) = &mut self.lsh {
             lsh.tables
                 .rebuild_dense(&lsh.family, &self.params, 3 * self.stride)?;
+            lsh.stats = lsh.tables.stats();
         }
         Ok(())
+    }
+
+    /// What the LSH tables held after the last rebuild (bucket occupancy, ids dropped by
+    /// full buckets); `None` for a layer without LSH.
+    pub fn table_stats(&self) -> Option<TablesStats> {
+        self.lsh.as_ref().map(|l| l.stats)
     }
 
     /// The most neurons one sample can activate when `forced` labels are forced in.
     pub(crate) fn max_active(&self, forced: usize) -> usize {
         match &self.lsh {
-            Some(lsh) => lsh.tables.max_sampled(&lsh.sampling, forced),
+            Some(lsh) => lsh
+                .tables
+                .max_sampled(&lsh.sampling, forced + lsh.shared_negatives),
             None => self.out_dim,
         }
     }
@@ -354,6 +456,7 @@ impl SparseLayer {
         self.lsh.as_ref().map(|lsh| QueryBuffers {
             codes: CodeBuffer::for_family(&lsh.family),
             query: QueryScratch::for_tables(&lsh.tables),
+            forced: Vec::with_capacity(1024 + lsh.shared_negatives),
         })
     }
 
@@ -369,17 +472,24 @@ impl SparseLayer {
         trace: &mut LayerTrace,
     ) -> Result<()> {
         trace.dense = true;
+        trace.sources = SampleCounts::default();
+        trace.shared = 0;
         if let (Some(lsh), Mode::Train | Mode::EvalLsh, Some(b)) = (&self.lsh, mode, buffers) {
             let codes = lsh.family.hash(input, &mut b.codes)?;
-            let forced = if mode == Mode::Train { forced } else { &[] };
-            lsh.tables.sample(
+            b.forced.clear();
+            if mode == Mode::Train {
+                b.forced.extend_from_slice(forced);
+                b.forced.extend_from_slice(&lsh.shared);
+            }
+            trace.sources = lsh.tables.sample(
                 codes,
                 &lsh.sampling,
-                forced,
+                &b.forced,
                 rng,
                 &mut b.query,
                 &mut trace.active,
             )?;
+            trace.shared = trace.sources.forced.saturating_sub(forced.len());
             trace.dense = false;
         }
         Ok(())
@@ -425,9 +535,99 @@ impl SparseLayer {
         match self.activation {
             Activation::Relu => trace.out.iter_mut().for_each(|z| *z = z.max(0.0)),
             Activation::Linear => {}
-            Activation::Softmax => softmax_in_place(&mut trace.out),
+            Activation::Softmax => {
+                if let Some(shift) = self.log_q_shift(trace) {
+                    trace.out[trace.sources.forced..]
+                        .iter_mut()
+                        .for_each(|z| *z += shift);
+                }
+                softmax_in_place(&mut trace.out)
+            }
         }
         (active * input_nnz) as u64
+    }
+
+    /// The log-Q shift of the non-forced logits of a sampled training pass (see
+    /// [`LshConfig::log_q`]), if the layer applies it and there is anything to shift.
+    fn log_q_shift(&self, trace: &LayerTrace) -> Option<f32> {
+        let lsh = self.lsh.as_ref()?;
+        let forced = trace.sources.forced;
+        let negatives = trace.active.len().checked_sub(forced)?;
+        if !lsh.log_q || trace.dense || forced == 0 || negatives == 0 {
+            return None;
+        }
+        let pool = (self.out_dim - forced) as f64;
+        Some((pool / negatives as f64).ln() as f32)
+    }
+
+    /// Recomputes the shared negatives (see [`LshConfig::shared_negatives`]): the neurons
+    /// with the highest pre-activation for `mean_input`.
+    pub(crate) fn refresh_shared(&mut self, mean_input: &[f32]) {
+        let Some(count) = self.lsh.as_ref().map(|l| l.shared_negatives) else {
+            return;
+        };
+        if count == 0 {
+            return;
+        }
+        let best = self.top_neurons(Vector::Dense(mean_input), count);
+        if let Some(lsh) = &mut self.lsh {
+            lsh.shared.clear();
+            lsh.shared.extend_from_slice(&best);
+        }
+    }
+
+    /// Whether the layer keeps shared negatives.
+    pub(crate) fn has_shared_negatives(&self) -> bool {
+        self.lsh.as_ref().is_some_and(|l| l.shared_negatives > 0)
+    }
+
+    /// The ids of the `top` neurons with the highest pre-activation for `input` (every
+    /// neuron scored, in parallel over blocks of neurons; ties: the lower id), best first.
+    pub(crate) fn top_neurons(&self, input: Vector<'_>, top: usize) -> Vec<u32> {
+        const BLOCK: usize = 4096;
+        let k = kernels();
+        let score = |j: usize| -> f32 {
+            self.bias[j]
+                + match self.layout {
+                    WeightLayout::NeuronMajor => {
+                        let row = &self.row(j)[..self.in_dim];
+                        match input {
+                            Vector::Dense(x) => (k.dot)(row, x),
+                            Vector::Sparse { indices, values } => sparse_dot(row, indices, values),
+                        }
+                    }
+                    WeightLayout::InputMajor => {
+                        let mut z = 0.0;
+                        input.for_each_nonzero(|i, v| z += v * self.row(i)[j]);
+                        z
+                    }
+                }
+        };
+        // Best first; ties go to the lower id, so the result does not depend on the blocks.
+        let offer = |best: &mut Vec<(f32, u32)>, z: f32, id: u32| {
+            let beats = |a: (f32, u32), b: (f32, u32)| a.0 > b.0 || (a.0 == b.0 && a.1 < b.1);
+            if best.len() < top || beats((z, id), best[best.len() - 1]) {
+                let at = best.partition_point(|&b| beats(b, (z, id)));
+                best.insert(at, (z, id));
+                best.truncate(top);
+            }
+        };
+        let best = (0..self.out_dim.div_ceil(BLOCK))
+            .into_par_iter()
+            .map(|b| {
+                let mut best = Vec::with_capacity(top + 1);
+                for j in b * BLOCK..((b + 1) * BLOCK).min(self.out_dim) {
+                    offer(&mut best, score(j), j as u32);
+                }
+                best
+            })
+            .reduce(Vec::new, |mut a, b| {
+                for (z, id) in b {
+                    offer(&mut a, z, id);
+                }
+                a
+            });
+        best.into_iter().map(|(_, id)| id).collect()
     }
 
     /// Back-propagates `trace.delta` (the loss gradient w.r.t. this layer's
@@ -577,7 +777,10 @@ impl SparseLayer {
             return Err(config_error(what(), "array sizes do not match the layer"));
         }
         match (&mut self.lsh, &state.tables) {
-            (Some(lsh), Some(tables)) => lsh.tables.import_state(tables)?,
+            (Some(lsh), Some(tables)) => {
+                lsh.tables.import_state(tables)?;
+                lsh.stats = lsh.tables.stats();
+            }
             (None, None) => {}
             _ => {
                 return Err(config_error(

@@ -17,7 +17,7 @@
 //! Two Gaussian blobs in 4 dimensions, a hidden layer sampled by LSH:
 //!
 //! ```
-//! use slide::{
+//! use slide::{Init,
 //!     Activation, AdamConfig, DenseExamples, LayerConfig, LshConfig, Mode, Network,
 //!     NetworkConfig, RebuildSchedule, WeightLayout,
 //! };
@@ -35,15 +35,18 @@
 //!     out_dim: 64,
 //!     activation: Activation::Relu,
 //!     layout: WeightLayout::NeuronMajor,
+//!     init: Init::Glorot,
 //!     lsh: Some(LshConfig {
 //!         family: FamilyKind::SimHash(Projection::Gaussian),
 //!         params: LshParams { k: 2, l: 8, range_pow: 2 },
 //!         bucket_capacity: 64,
 //!         policy: BucketPolicy::Fifo,
 //!         sampling: Sampling::vanilla().with_min_active(16),
+//!         log_q: false,
+//!         shared_negatives: 0,
 //!     }),
 //! };
-//! let output = LayerConfig { out_dim: 2, activation: Activation::Softmax, layout: WeightLayout::NeuronMajor, lsh: None };
+//! let output = LayerConfig { out_dim: 2, activation: Activation::Softmax, layout: WeightLayout::NeuronMajor, init: Init::Glorot, lsh: None };
 //! let mut net = Network::new(NetworkConfig {
 //!     input_dim: 4,
 //!     layers: vec![hidden, output],
@@ -72,9 +75,11 @@ mod rows;
 
 pub use data::{DenseExamples, Examples, SparseExamples};
 pub use error::{Result, SlideError};
-pub use layer::{Activation, LayerConfig, LayerState, LshConfig, Mode, SparseLayer, WeightLayout};
+pub use layer::{
+    Activation, Init, LayerConfig, LayerState, LshConfig, Mode, SparseLayer, WeightLayout,
+};
 pub use network::{
-    AdamConfig, EVAL_BLOCK, EvalStats, LayerGradients, Network, NetworkConfig, NetworkState,
-    PhaseTimes, RebuildSchedule, StepStats,
+    ActiveSources, AdamConfig, EVAL_BLOCK, EvalStats, LayerGradients, Network, NetworkConfig,
+    NetworkState, PhaseTimes, RebuildSchedule, Recall, StepStats,
 };
 pub use slide_lsh as lsh;

@@ -117,10 +117,41 @@ pub struct StepStats {
     pub rows_touched: Vec<usize>,
     /// Mean active neurons per sample, per layer.
     pub active_per_sample: Vec<f64>,
+    /// Per layer, where a sample's active neurons came from (means over the batch); `None`
+    /// for layers without LSH.
+    pub active_sources: Vec<Option<ActiveSources>>,
     /// Whether the LSH tables were rebuilt after this step.
     pub rebuilt: bool,
     /// Where the time went.
     pub times: PhaseTimes,
+}
+
+/// Where the active neurons of an LSH layer came from, as means per sample.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ActiveSources {
+    /// Forced ids (the sample's labels in the output layer).
+    pub forced: f64,
+    /// Shared negatives: the neurons that score highest for the mean input, active for
+    /// every sample.
+    pub shared: f64,
+    /// Ids the sampling strategy took from the tables' buckets.
+    pub from_tables: f64,
+    /// Uniformly random ids that filled the set up to `min_active`.
+    pub random_fill: f64,
+    /// Distinct candidates the visited buckets held, before the strategy's cut.
+    pub candidates: f64,
+}
+
+impl ActiveSources {
+    /// Share of the non-label active ids that came from the tables (1 when there are none).
+    pub fn table_share(&self) -> f64 {
+        let total = self.shared + self.from_tables + self.random_fill;
+        if total > 0.0 {
+            self.from_tables / total
+        } else {
+            1.0
+        }
+    }
 }
 
 /// Results of an evaluation pass.
@@ -137,6 +168,42 @@ pub struct EvalStats {
     pub precision_at_5: f64,
     /// Mean active output neurons per sample.
     pub active_outputs: f64,
+    /// The output that is the top-1 prediction of the most samples (ties: the lower id).
+    pub top1_output: u32,
+    /// Share of samples whose top-1 prediction is [`top1_output`](Self::top1_output): a
+    /// collapse detector. A healthy model stays near [`label_share`](Self::label_share);
+    /// a collapsed one predicts one output for most inputs.
+    pub top1_share: f64,
+    /// Share of samples that carry the most frequent label among them: what predicting that
+    /// one label everywhere would score as P@1.
+    pub label_share: f64,
+}
+
+/// Share of the most frequent value in `ids` (0 for none), and that value (ties: the
+/// lowest). Sorts `ids`.
+fn mode_share(ids: &mut [u32], samples: usize) -> (u32, f64) {
+    ids.sort_unstable();
+    let (mut best, mut best_count) = (u32::MAX, 0usize);
+    for run in ids.chunk_by(|a, b| a == b) {
+        if run.len() > best_count {
+            (best, best_count) = (run[0], run.len());
+        }
+    }
+    (best, best_count as f64 / samples.max(1) as f64)
+}
+
+/// How much of each sample's exact top outputs its active set held, for one LSH layer (see
+/// [`Network::retrieval_recall`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Recall {
+    /// Mean share of a sample's `top` highest-scoring neurons (by exact pre-activation over
+    /// every neuron) that were in its active set.
+    pub recall: f64,
+    /// What a uniformly random active set of the same size would hold on average: mean
+    /// active neurons over the layer's width.
+    pub random: f64,
+    /// Samples probed.
+    pub samples: usize,
 }
 
 /// Everything a network needs to continue training exactly where it stopped: every
@@ -187,6 +254,8 @@ struct SampleState {
     loss: f64,
     macs: u64,
     correct: bool,
+    /// The highest-scoring output (evaluation).
+    top1: u32,
     /// Labels among the 1, 3 and 5 highest-scoring outputs.
     hits_at: [u8; 3],
     times: PhaseTimes,
@@ -227,6 +296,10 @@ pub struct Network {
     /// recompute two powers each (the values are exactly `AdamStep::new`'s).
     adam_steps: Vec<AdamStep>,
 }
+
+/// Steps between recomputations of the shared negatives (also recomputed at every rebuild):
+/// one scoring of the layer against one vector, about 2% of a step at 670K outputs.
+const SHARED_REFRESH: u64 = 8;
 
 /// Update counts whose Adam constants are precomputed.
 const ADAM_TABLE: u32 = 4096;
@@ -415,7 +488,8 @@ fn run_sample(
             (0, f32::NEG_INFINITY),
             |acc, (k, &p)| if p > acc.1 { (k, p) } else { acc },
         );
-    state.correct = labels.contains(&output.id(best.0));
+    state.top1 = output.id(best.0);
+    state.correct = labels.contains(&state.top1);
     if mode != Mode::Train {
         // The 5 best outputs, best first (ties: lower position first).
         let mut top = [(usize::MAX, f32::NEG_INFINITY); 5];
@@ -694,6 +768,12 @@ impl Network {
             .try_for_each(SparseLayer::rebuild_tables)
     }
 
+    /// Per layer, what its LSH tables held after their last rebuild (`None` for layers
+    /// without LSH).
+    pub fn table_stats(&self) -> Vec<Option<slide_lsh::TablesStats>> {
+        self.layers.iter().map(SparseLayer::table_stats).collect()
+    }
+
     /// Heap bytes held by all layers (parameters, Adam state, tables).
     pub fn memory_bytes(&self) -> usize {
         self.layers.iter().map(SparseLayer::memory_bytes).sum()
@@ -729,10 +809,17 @@ impl Network {
         }
         stats.times.update = started.elapsed();
         self.step += 1;
-        if self.step >= self.next_rebuild && self.layers.iter().any(SparseLayer::is_sampled) {
+        let rebuild =
+            self.step >= self.next_rebuild && self.layers.iter().any(SparseLayer::is_sampled);
+        if rebuild || self.step % SHARED_REFRESH == 0 {
+            let started = Instant::now();
+            self.refresh_shared_negatives(data, batch);
+            stats.times.rebuild = started.elapsed();
+        }
+        if rebuild {
             let started = Instant::now();
             self.rebuild_tables()?;
-            stats.times.rebuild = started.elapsed();
+            stats.times.rebuild += started.elapsed();
             stats.rebuilt = true;
             if let RebuildSchedule::Exponential { growth, .. } = self.config.rebuild {
                 self.rebuild_period *= growth;
@@ -740,6 +827,23 @@ impl Network {
             self.next_rebuild = self.step + (self.rebuild_period.round() as u64).max(1);
         }
         Ok(())
+    }
+
+    /// Recomputes each LSH layer's shared negatives from the mean of its inputs over the
+    /// batch just trained on (see [`LshConfig::shared_negatives`](crate::LshConfig)).
+    fn refresh_shared_negatives(&mut self, data: &dyn Examples, batch: &[usize]) {
+        for l in 0..self.layers.len() {
+            if !self.layers[l].has_shared_negatives() {
+                continue;
+            }
+            let mut mean = vec![0.0f32; self.layers[l].in_dim()];
+            let weight = 1.0 / batch.len() as f32;
+            for (state, &sample) in self.states[..batch.len()].iter().zip(batch) {
+                layer_input(&state.traces, l, data, sample)
+                    .for_each_nonzero(|i, v| mean[i] += weight * v);
+            }
+            self.layers[l].refresh_shared(&mean);
+        }
     }
 
     /// The gradients of the batch-mean loss, with the active sets the next
@@ -830,11 +934,13 @@ impl Network {
             && self.layers[last].layout == WeightLayout::NeuronMajor;
         let mut hits = [0u64; 3];
         let mut active = 0usize;
+        let mut top1s = Vec::with_capacity(batch.len());
         for (b, block) in batch.chunks(EVAL_BLOCK).enumerate() {
             self.run_batch(data, block, mode, b * EVAL_BLOCK, scores_all)?;
             if scores_all {
                 let tops = self.best_outputs(data, block);
                 for (top, &sample) in tops.iter().zip(block) {
+                    top1s.push(top.0[0].1);
                     let labels = data.labels(sample);
                     let hit = |n: usize| {
                         top.0[..n]
@@ -849,6 +955,7 @@ impl Network {
                 active += self.layers[last].out_dim * block.len();
             } else {
                 for state in &self.states[..block.len()] {
+                    top1s.push(state.top1);
                     hits[0] += u64::from(state.correct);
                     hits[1] += u64::from(state.hits_at[1]);
                     hits[2] += u64::from(state.hits_at[2]);
@@ -857,13 +964,70 @@ impl Network {
             }
         }
         let n = batch.len() as f64;
+        let (top1_output, top1_share) = mode_share(&mut top1s, batch.len());
+        let mut labels: Vec<u32> = batch
+            .iter()
+            .flat_map(|&s| data.labels(s))
+            .copied()
+            .collect();
+        let (_, label_share) = mode_share(&mut labels, batch.len());
         Ok(EvalStats {
             samples: batch.len(),
             precision_at_1: hits[0] as f64 / n,
             precision_at_3: hits[1] as f64 / (3.0 * n),
             precision_at_5: hits[2] as f64 / (5.0 * n),
             active_outputs: active as f64 / n,
+            top1_output,
+            top1_share,
+            label_share,
         })
+    }
+
+    /// For each LSH layer, how many of a sample's `top` highest-scoring neurons (by exact
+    /// pre-activation, every neuron scored) the active set of a training step holds, over
+    /// the samples `batch` of `data` (which need labels: the output layer's active set is
+    /// built as in training, labels forced in). `None` for layers without LSH. Costs a
+    /// forward pass and a full scoring of each LSH layer per sample; changes nothing in the
+    /// network.
+    pub fn retrieval_recall(
+        &mut self,
+        data: &dyn Examples,
+        batch: &[usize],
+        top: usize,
+    ) -> Result<Vec<Option<Recall>>> {
+        self.run_batch(data, batch, Mode::Train, 0, false)?;
+        let states = &self.states[..batch.len()];
+        let mut result = Vec::with_capacity(self.layers.len());
+        for (l, layer) in self.layers.iter().enumerate() {
+            if !layer.is_sampled() {
+                result.push(None);
+                continue;
+            }
+            let shares: Vec<(f64, f64)> = states
+                .par_iter()
+                .zip(batch)
+                .map(|(state, &sample)| {
+                    let input = layer_input(&state.traces, l, data, sample);
+                    let trace = &state.traces[l];
+                    let mut active: Vec<u32> = (0..trace.len()).map(|p| trace.id(p)).collect();
+                    active.sort_unstable();
+                    let best = layer.top_neurons(input, top);
+                    let found = best.iter().filter(|id| active.binary_search(id).is_ok());
+                    let want = best.len().max(1) as f64;
+                    (
+                        found.count() as f64 / want,
+                        active.len() as f64 / layer.out_dim as f64,
+                    )
+                })
+                .collect();
+            let n = shares.len().max(1) as f64;
+            result.push(Some(Recall {
+                recall: shares.iter().map(|s| s.0).sum::<f64>() / n,
+                random: shares.iter().map(|s| s.1).sum::<f64>() / n,
+                samples: shares.len(),
+            }));
+        }
+        Ok(result)
     }
 
     /// The 5 highest output logits of each sample of `block` (whose hidden layers
@@ -938,6 +1102,30 @@ impl Network {
         stats.multiply_adds = states.iter().map(|s| s.macs).sum();
         stats.rows_touched.clear();
         stats.active_per_sample.clear();
+        stats.active_sources.clear();
+        stats
+            .active_sources
+            .extend(self.layers.iter().enumerate().map(|(l, layer)| {
+                layer.is_sampled().then(|| {
+                    let mut sum = ActiveSources::default();
+                    for s in states {
+                        let c = s.traces[l].sources;
+                        sum.forced += (c.forced - s.traces[l].shared) as f64;
+                        sum.shared += s.traces[l].shared as f64;
+                        sum.from_tables += c.from_tables as f64;
+                        sum.random_fill += c.random_fill as f64;
+                        sum.candidates += c.candidates as f64;
+                    }
+                    let n = n as f64;
+                    ActiveSources {
+                        forced: sum.forced / n,
+                        shared: sum.shared / n,
+                        from_tables: sum.from_tables / n,
+                        random_fill: sum.random_fill / n,
+                        candidates: sum.candidates / n,
+                    }
+                })
+            }));
         stats
             .active_per_sample
             .extend((0..self.layers.len()).map(|l| {

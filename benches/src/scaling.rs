@@ -12,7 +12,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
 use slide::{
-    Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LshConfig, Network,
+    Activation, AdamConfig, DenseExamples, Examples, Init, LayerConfig, LshConfig, Network,
     NetworkConfig, RebuildSchedule, SparseExamples, StepStats, WeightLayout,
 };
 
@@ -112,6 +112,8 @@ impl Recipe {
             bucket_capacity: 128,
             policy: BucketPolicy::Fifo,
             sampling: sampling.with_min_active(self.budget),
+            log_q: false,
+            shared_negatives: 0,
         }
     }
 }
@@ -134,12 +136,14 @@ pub fn network(
                     out_dim: width,
                     activation: Activation::Relu,
                     layout: WeightLayout::NeuronMajor,
+                    init: Init::Glorot,
                     lsh,
                 },
                 LayerConfig {
                     out_dim: 10,
                     activation: Activation::Softmax,
                     layout: WeightLayout::NeuronMajor,
+                    init: Init::Glorot,
                     lsh: None,
                 },
             ],
@@ -151,12 +155,14 @@ pub fn network(
                     out_dim: AMAZON_HIDDEN,
                     activation: Activation::Relu,
                     layout: WeightLayout::InputMajor,
+                    init: Init::Glorot,
                     lsh: None,
                 },
                 LayerConfig {
                     out_dim: width,
                     activation: Activation::Softmax,
                     layout: WeightLayout::NeuronMajor,
+                    init: Init::Glorot,
                     lsh,
                 },
             ],

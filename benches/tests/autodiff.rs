@@ -6,7 +6,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling};
 use slide::{
-    Activation, AdamConfig, DenseExamples, LayerConfig, LayerGradients, LshConfig, Network,
+    Activation, AdamConfig, DenseExamples, Init, LayerConfig, LayerGradients, LshConfig, Network,
     NetworkConfig, RebuildSchedule, SparseExamples, WeightLayout,
 };
 use slide_benches::baseline::{Baseline, Gradients};
@@ -21,6 +21,7 @@ fn layer(
         out_dim,
         activation,
         layout,
+        init: Init::Glorot,
         lsh: budget.map(|b| LshConfig {
             family: FamilyKind::SimHash(Projection::Gaussian),
             params: LshParams {
@@ -31,6 +32,8 @@ fn layer(
             bucket_capacity: 8,
             policy: BucketPolicy::Fifo,
             sampling: Sampling::vanilla().with_budget(b).with_min_active(b),
+            log_q: false,
+            shared_negatives: 0,
         }),
     }
 }

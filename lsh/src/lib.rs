@@ -46,17 +46,19 @@
 //! # Ok::<(), slide_lsh::LshError>(())
 //! ```
 
+pub mod autotune;
 pub mod error;
 pub mod family;
 pub mod sampling;
 pub mod tables;
 pub mod vector;
 
+pub use autotune::{Tuned, tune_for_budget};
 pub use error::{LshError, Result};
 pub use family::{
     CodeBuffer, DophMinHash, FamilyKind, HashFamily, LshFamily, LshParams, Projection, SimHash,
     Wta, WtaMode, mix64,
 };
-pub use sampling::{QueryScratch, Sampling, Strategy};
+pub use sampling::{QueryScratch, SampleCounts, Sampling, Strategy};
 pub use tables::{BucketPolicy, HashTables, TablesConfig, TablesState, TablesStats};
 pub use vector::Vector;

@@ -93,6 +93,20 @@ impl Sampling {
     }
 }
 
+/// Where the ids of one active set came from (see [`HashTables::sample`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SampleCounts {
+    /// Forced ids (e.g. the sample's labels).
+    pub forced: usize,
+    /// Ids the strategy selected from the tables' candidates.
+    pub from_tables: usize,
+    /// Uniformly random ids added to reach `min_active`.
+    pub random_fill: usize,
+    /// Distinct candidates the visited buckets held (forced ids excluded), before the
+    /// strategy's selection.
+    pub candidates: usize,
+}
+
 /// Per-thread scratch for queries: a hit counter per id, cleared sparsely after every query,
 /// and the candidate list. Once sized, queries allocate nothing.
 #[derive(Debug, Clone, Default)]
@@ -198,7 +212,7 @@ impl HashTables {
     /// the ids `sampling` selects among the candidates of the buckets `codes`, then random
     /// fill up to `sampling.min_active`. Every id appears once. Deterministic for a given
     /// `rng` state. At most [`max_sampled`](Self::max_sampled) ids: an `out` with that
-    /// capacity never reallocates.
+    /// capacity never reallocates. Returns how many ids came from each source.
     pub fn sample<R: Rng + ?Sized>(
         &self,
         codes: &[u32],
@@ -207,7 +221,7 @@ impl HashTables {
         rng: &mut R,
         scratch: &mut QueryScratch,
         out: &mut Vec<u32>,
-    ) -> Result<()> {
+    ) -> Result<SampleCounts> {
         self.check_codes(codes, 1)?;
         self.check_ids(forced)?;
         sampling.validate(self.num_tables())?;
@@ -220,6 +234,7 @@ impl HashTables {
                 out.push(id);
             }
         }
+        let forced_count = out.len();
         match sampling.strategy {
             Strategy::Vanilla => {
                 let budget = sampling.budget.unwrap_or(usize::MAX);
@@ -249,6 +264,8 @@ impl HashTables {
                 );
             }
         }
+        let candidates = scratch.candidates.len();
+        let selected = out.len();
         let target = sampling.min_active.min(self.num_ids());
         while out.len() < target {
             let id = rng.random_range(0..self.num_ids() as u32);
@@ -258,7 +275,12 @@ impl HashTables {
             }
         }
         scratch.reset(out);
-        Ok(())
+        Ok(SampleCounts {
+            forced: forced_count,
+            from_tables: selected - forced_count,
+            random_fill: out.len() - selected,
+            candidates,
+        })
     }
 
     /// Counts hits over the tables, starting at `first_table` and wrapping around, and lists

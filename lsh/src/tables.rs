@@ -18,6 +18,10 @@
 //! * [`BucketPolicy::Reservoir`] keeps the new id with probability `capacity / seen`
 //!   (reservoir sampling), so the bucket holds a uniform sample of every id it was offered.
 //!
+//! The policy governs single and batch inserts. A rebuild offers every id at once, so it
+//! always keeps a uniform sample of each full bucket (a FIFO replay in id order would keep
+//! the highest ids of every crowded bucket and never return the others).
+//!
 //! # Determinism
 //!
 //! Each table owns a random generator seeded from the tables' seed, the table's index and a
@@ -126,6 +130,11 @@ pub struct TablesStats {
     pub full_buckets: usize,
     /// Mean ids per non-empty bucket.
     pub mean_non_empty_len: f64,
+    /// Buckets, summed over tables (`L * 2^range_pow`).
+    pub buckets: usize,
+    /// Ids offered to full buckets and not kept since the last clear, summed over tables
+    /// (after a rebuild: the ids no query of that table can return).
+    pub dropped_ids: usize,
     /// Heap bytes held by the tables.
     pub memory_bytes: usize,
 }
@@ -237,12 +246,13 @@ impl Table {
     /// Fills an empty table from the codes of ids `0, 1, 2, ...` in that order: counts the
     /// load of each bucket, gives each bucket an exactly sized segment, then replays the
     /// inserts through [`insert`](Self::insert), which never needs to move a segment.
-    fn build(
-        &mut self,
-        codes: impl Iterator<Item = u32> + Clone,
-        capacity: u16,
-        policy: BucketPolicy,
-    ) {
+    ///
+    /// The replay always uses reservoir sampling, whatever the tables' policy: every id
+    /// arrives at once, so "the newest ids" would only mean "the highest ids", and a FIFO
+    /// replay in id order would let full buckets keep their last `capacity` ids, making
+    /// the lower ids of every crowded bucket unreachable until the next rebuild. Reservoir
+    /// sampling keeps a uniform sample of the ids offered to each bucket.
+    fn build(&mut self, codes: impl Iterator<Item = u32> + Clone, capacity: u16) {
         debug_assert!(self.store.is_empty());
         for code in codes.clone() {
             let b = &mut self.buckets[code as usize];
@@ -261,7 +271,7 @@ impl Table {
         }
         self.store.resize(next as usize, 0);
         for (id, code) in codes.enumerate() {
-            self.insert(code, id as u32, capacity, policy);
+            self.insert(code, id as u32, capacity, BucketPolicy::Reservoir);
         }
     }
 
@@ -369,9 +379,11 @@ impl HashTables {
     ///
     /// Rows are hashed in parallel; then each table (in parallel over tables) counts its
     /// buckets' loads, lays the buckets out back to back with exact sizes, and replays the
-    /// inserts in id order through the bucket policy. The result equals inserting the ids
-    /// one by one in id order after [`clear`](Self::clear), for any number of threads, and
-    /// leaves no unused space in the stores.
+    /// inserts in id order, keeping a uniform sample of the ids offered to a full bucket
+    /// (reservoir sampling, whatever the policy: see the module documentation). The result
+    /// equals inserting the ids one by one in id order after [`clear`](Self::clear) into
+    /// reservoir tables of the same seed, for any number of threads, and leaves no unused
+    /// space in the stores.
     ///
     /// The `num_ids * L` codes are kept between rebuilds (as are all other buffers), so a
     /// rebuild after the first allocates nothing as long as it runs in a thread pool of the
@@ -411,7 +423,7 @@ impl HashTables {
                 Ok(())
             })?;
         self.clear();
-        let (capacity, policy) = (self.config.bucket_capacity as u16, self.config.policy);
+        let capacity = self.config.bucket_capacity as u16;
         let codes = &self.all_codes;
         self.tables
             .par_iter_mut()
@@ -422,7 +434,7 @@ impl HashTables {
                     .flat_map(move |block| &block[t * ROWS_PER_TASK..(t + 1) * ROWS_PER_TASK])
                     .copied()
                     .take(num_ids);
-                table.build(table_codes, capacity, policy);
+                table.build(table_codes, capacity);
             });
         Ok(())
     }
@@ -459,6 +471,8 @@ impl HashTables {
             max_bucket_len: 0,
             full_buckets: 0,
             mean_non_empty_len: 0.0,
+            buckets: self.tables.len() << self.config.range_pow,
+            dropped_ids: 0,
             memory_bytes: self.all_codes.capacity() * 4,
         };
         for table in &self.tables {
@@ -468,6 +482,7 @@ impl HashTables {
                 stats.non_empty_buckets += usize::from(len > 0);
                 stats.full_buckets += usize::from(len == self.config.bucket_capacity);
                 stats.max_bucket_len = stats.max_bucket_len.max(len);
+                stats.dropped_ids += (b.seen as usize).saturating_sub(len);
             }
             stats.memory_bytes += table.buckets.capacity() * std::mem::size_of::<Bucket>()
                 + (table.store.capacity() + table.spare.capacity()) * 4;

@@ -171,7 +171,13 @@ fn rebuild_equals_inserting_in_id_order(policy: BucketPolicy) {
     let cfg = TablesConfig::for_family(params, n, 8, policy, 2);
     let mut rebuilt = HashTables::new(cfg).unwrap();
     rebuilt.rebuild_dense(&family, &rows, dim).unwrap();
-    let mut inserted = HashTables::new(cfg).unwrap();
+    // A rebuild keeps a uniform sample of a full bucket whatever the policy, as reservoir
+    // inserts do.
+    let reservoir = TablesConfig {
+        policy: BucketPolicy::Reservoir,
+        ..cfg
+    };
+    let mut inserted = HashTables::new(reservoir).unwrap();
     // A rebuild starts with a clear, which moves the reservoir choices to the next generation.
     inserted.clear();
     let mut buffer = slide_lsh::CodeBuffer::new();
@@ -424,4 +430,41 @@ fn exported_state_restores_identical_tables() {
         restored.import_state(&broken),
         Err(LshError::InvalidParameter { .. })
     ));
+}
+
+/// A rebuild into a crowded bucket keeps a uniform sample of its ids under either policy.
+/// Before the fix, a FIFO rebuild replayed inserts in id order and kept only the highest
+/// `capacity` ids (here 1,900..2,000), so the lower ids were never retrieved.
+#[test]
+fn rebuild_keeps_a_uniform_sample_of_a_crowded_bucket() {
+    let (n, dim, capacity) = (2_000usize, 16usize, 100usize);
+    // Identical rows share every code: one bucket per table is offered all 2,000 ids.
+    let rows = vec![1.0f32; n * dim];
+    let params = LshParams {
+        k: 2,
+        l: 4,
+        range_pow: 6,
+    };
+    let family = LshFamily::new(FamilyKind::Wta { bin_size: 8 }, dim, params, 3).unwrap();
+    for policy in [BucketPolicy::Fifo, BucketPolicy::Reservoir] {
+        let cfg = TablesConfig::for_family(params, n, capacity, policy, 5);
+        let mut tables = HashTables::new(cfg).unwrap();
+        tables.rebuild_dense(&family, &rows, dim).unwrap();
+        let mut buffer = slide_lsh::CodeBuffer::new();
+        let codes = slide_lsh::HashFamily::hash(&family, Vector::Dense(&rows[..dim]), &mut buffer)
+            .unwrap()
+            .to_vec();
+        let stats = tables.stats();
+        assert_eq!(stats.dropped_ids, params.l * (n - capacity), "{policy:?}");
+        for (t, &code) in codes.iter().enumerate() {
+            let bucket = tables.bucket(t, code);
+            assert_eq!(bucket.len(), capacity);
+            // Hypergeometric: 50 expected below id 1,000, standard deviation 4.9.
+            let low = bucket.iter().filter(|&&id| id < 1_000).count();
+            assert!(
+                (30..=70).contains(&low),
+                "{policy:?} table {t}: {low} low ids"
+            );
+        }
+    }
 }

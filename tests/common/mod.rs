@@ -6,7 +6,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling, Vector};
 use slide::{
-    Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LayerGradients, LshConfig,
+    Activation, AdamConfig, DenseExamples, Examples, Init, LayerConfig, LayerGradients, LshConfig,
     Network, NetworkConfig, RebuildSchedule, SparseExamples, WeightLayout,
 };
 
@@ -15,6 +15,7 @@ pub fn dense(out_dim: usize, activation: Activation) -> LayerConfig {
         out_dim,
         activation,
         layout: WeightLayout::NeuronMajor,
+        init: Init::Glorot,
         lsh: None,
     }
 }
@@ -24,6 +25,7 @@ pub fn input_major(out_dim: usize, activation: Activation) -> LayerConfig {
         out_dim,
         activation,
         layout: WeightLayout::InputMajor,
+        init: Init::Glorot,
         lsh: None,
     }
 }
@@ -34,6 +36,7 @@ pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> Lay
         out_dim,
         activation,
         layout: WeightLayout::NeuronMajor,
+        init: Init::Glorot,
         lsh: Some(LshConfig {
             family: FamilyKind::SimHash(Projection::Gaussian),
             params: LshParams {
@@ -46,6 +49,8 @@ pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> Lay
             sampling: Sampling::vanilla()
                 .with_budget(min_active)
                 .with_min_active(min_active),
+            log_q: false,
+            shared_negatives: 0,
         }),
     }
 }

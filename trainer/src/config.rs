@@ -7,7 +7,8 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling, Strategy};
 use slide::{
-    Activation, AdamConfig, LayerConfig, LshConfig, NetworkConfig, RebuildSchedule, WeightLayout,
+    Activation, AdamConfig, Init, LayerConfig, LshConfig, NetworkConfig, RebuildSchedule,
+    WeightLayout,
 };
 
 /// A whole config file.
@@ -121,6 +122,21 @@ pub enum LayoutName {
     InputMajor,
 }
 
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+/// How a layer's weights are drawn.
+pub enum InitName {
+    #[default]
+    /// Glorot uniform.
+    Glorot,
+    /// `U(+-1/sqrt(in))`, PyTorch's Linear default.
+    FanIn,
+    /// `N(0, init_scale^2)`.
+    Normal,
+    /// `U(+-init_scale)`.
+    Uniform,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 /// `[[network.layers]]`.
@@ -132,6 +148,12 @@ pub struct LayerSection {
     #[serde(default)]
     /// Weight storage.
     pub layout: LayoutName,
+    /// How the weights are drawn: glorot (default), fan-in (PyTorch's Linear), normal or
+    /// uniform (with `init_scale`).
+    #[serde(default)]
+    pub init: InitName,
+    /// Standard deviation (normal) or half-width (uniform).
+    pub init_scale: Option<f32>,
     /// LSH sampling; absent: every neuron is active.
     pub lsh: Option<LshSection>,
 }
@@ -181,15 +203,15 @@ pub enum PolicyName {
 pub struct LshSection {
     /// Hash family.
     pub family: FamilyName,
-    /// Hash functions concatenated per table (K).
-    pub k: usize,
+    /// Hash functions concatenated per table (K). With `l` and `range_pow` left out too,
+    /// all three and the bucket capacity are tuned from `budget` and the layer's width.
+    pub k: Option<usize>,
     /// Number of tables (L).
-    pub l: usize,
+    pub l: Option<usize>,
     /// log2 of the buckets per table.
-    pub range_pow: u32,
-    #[serde(default = "default_bucket_capacity")]
-    /// Entries a bucket holds.
-    pub bucket_capacity: usize,
+    pub range_pow: Option<u32>,
+    /// Entries a bucket holds (default 128, or tuned with the rest).
+    pub bucket_capacity: Option<usize>,
     #[serde(default)]
     /// What a full bucket does.
     pub policy: PolicyName,
@@ -211,6 +233,45 @@ pub struct LshSection {
     /// Random fill up to this many active neurons.
     #[serde(default)]
     pub min_active: usize,
+    /// Output layer: the sampled-softmax (log-Q) correction in training.
+    #[serde(default)]
+    pub log_q: bool,
+    /// Neurons scoring highest for the batch's mean input, active for every sample.
+    #[serde(default)]
+    pub shared_negatives: usize,
+}
+
+impl LshSection {
+    /// Bits one sub-hash contributes to a bucket code.
+    fn bits_per_code(&self) -> u32 {
+        match self.family {
+            FamilyName::Simhash | FamilyName::SimhashGaussian => 1,
+            FamilyName::Wta | FamilyName::Dwta => self.bin_size.max(2).trailing_zeros(),
+            FamilyName::Minhash => self.bits,
+        }
+    }
+
+    /// `K`, `L`, `range_pow` and the bucket capacity for a layer of `width` neurons: as
+    /// given, or tuned from the budget when `k`, `l` and `range_pow` are all left out.
+    pub fn resolve(&self, width: usize) -> Result<(LshParams, usize)> {
+        match (self.k, self.l, self.range_pow) {
+            (Some(k), Some(l), Some(range_pow)) => Ok((
+                LshParams { k, l, range_pow },
+                self.bucket_capacity.unwrap_or_else(default_bucket_capacity),
+            )),
+            (None, None, None) => {
+                let Some(budget) = self.budget else {
+                    bail!("k, l and range_pow are tuned from budget, which is missing");
+                };
+                let tuned = slide::lsh::tune_for_budget(width, budget, self.bits_per_code())?;
+                Ok((
+                    tuned.params,
+                    self.bucket_capacity.unwrap_or(tuned.bucket_capacity),
+                ))
+            }
+            _ => bail!("give all of k, l and range_pow, or none of them (tuned from budget)"),
+        }
+    }
 }
 
 fn default_bucket_capacity() -> usize {
@@ -276,6 +337,10 @@ pub struct TrainConfig {
     #[serde(default)]
     /// Which neurons evaluations compute.
     pub eval_mode: EvalModeName,
+    /// Probe the retrieval recall of the LSH layers every this many steps (0: only at
+    /// evaluations).
+    #[serde(default)]
+    pub recall_every: u64,
     /// Stop after this many steps (0: no limit).
     #[serde(default)]
     pub max_steps: u64,
@@ -492,16 +557,32 @@ impl Config {
             bail!("data.features and data.labels are needed for the libsvm format");
         }
         for (i, layer) in self.network.layers.iter().enumerate() {
+            match (layer.init, layer.init_scale) {
+                (InitName::Normal | InitName::Uniform, None) => bail!(
+                    "network.layers[{i}]: init = \"{}\" needs init_scale",
+                    if layer.init == InitName::Normal {
+                        "normal"
+                    } else {
+                        "uniform"
+                    }
+                ),
+                (_, Some(x)) if !(x.is_finite() && x > 0.0) => {
+                    bail!("network.layers[{i}].init_scale must be positive, got {x}")
+                }
+                (InitName::Glorot | InitName::FanIn, Some(_)) => {
+                    bail!("network.layers[{i}].init_scale applies to normal and uniform only")
+                }
+                _ => {}
+            }
             if let Some(lsh) = &layer.lsh {
-                let bits = match lsh.family {
-                    FamilyName::Simhash | FamilyName::SimhashGaussian => 1,
-                    FamilyName::Wta | FamilyName::Dwta => lsh.bin_size.max(2).trailing_zeros(),
-                    FamilyName::Minhash => lsh.bits,
-                };
-                if lsh.k as u64 * u64::from(bits) > 32 {
+                let (params, _) = lsh
+                    .resolve(layer.size)
+                    .with_context(|| format!("network.layers[{i}].lsh"))?;
+                let bits = lsh.bits_per_code();
+                if params.k as u64 * u64::from(bits) > 32 {
                     bail!(
                         "network.layers[{i}].lsh: k * bits = {} exceeds 32; lower k",
-                        lsh.k as u64 * u64::from(bits)
+                        params.k as u64 * u64::from(bits)
                     );
                 }
                 match lsh.strategy {
@@ -546,6 +627,12 @@ impl Config {
     }
 }
 
+/// [`LshSection::resolve`] of a validated config.
+fn resolved(lsh: &LshSection, width: usize) -> (LshParams, usize) {
+    lsh.resolve(width)
+        .expect("Config::validate resolved every layer")
+}
+
 fn layer_config(layer: &LayerSection) -> LayerConfig {
     LayerConfig {
         out_dim: layer.size,
@@ -557,6 +644,16 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
         layout: match layer.layout {
             LayoutName::NeuronMajor => WeightLayout::NeuronMajor,
             LayoutName::InputMajor => WeightLayout::InputMajor,
+        },
+        init: match (layer.init, layer.init_scale) {
+            (InitName::Glorot, _) => Init::Glorot,
+            (InitName::FanIn, _) => Init::FanIn,
+            (InitName::Normal, scale) => Init::Normal {
+                std: scale.unwrap_or(1.0),
+            },
+            (InitName::Uniform, scale) => Init::Uniform {
+                bound: scale.unwrap_or(1.0),
+            },
         },
         lsh: layer.lsh.as_ref().map(|lsh| LshConfig {
             family: match lsh.family {
@@ -572,12 +669,8 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                 },
                 FamilyName::Minhash => FamilyKind::MinHash { bits: lsh.bits },
             },
-            params: LshParams {
-                k: lsh.k,
-                l: lsh.l,
-                range_pow: lsh.range_pow,
-            },
-            bucket_capacity: lsh.bucket_capacity,
+            params: resolved(lsh, layer.size).0,
+            bucket_capacity: resolved(lsh, layer.size).1,
             policy: match lsh.policy {
                 PolicyName::Fifo => BucketPolicy::Fifo,
                 PolicyName::Reservoir => BucketPolicy::Reservoir,
@@ -595,6 +688,8 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                 budget: lsh.budget,
                 min_active: lsh.min_active,
             },
+            log_q: lsh.log_q,
+            shared_negatives: lsh.shared_negatives,
         }),
     }
 }

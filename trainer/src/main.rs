@@ -5,7 +5,7 @@
 //! slide-train --config configs/quickstart.toml [--set train.epochs=2] [--threads 2]
 //!             [--out runs/quickstart] [--quiet] [--resume CKPT]
 //! slide-train eval --config FILE --checkpoint CKPT [--mode exact|lsh|dense]
-//! slide-train gen-data --preset amazon670k --out DIR [--scale 0.05] [--seed 1]
+//! slide-train gen-data --preset amazon670k --out DIR [--scale 0.05] [--seed 1] [--train N] [--test N] [--labels N]
 //! slide-train plot runs/latest/metrics.jsonl --out curve.png
 //! ```
 //!
@@ -116,6 +116,15 @@ enum Command {
         /// Random seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Training points (default: the preset's, times the scale).
+        #[arg(long, value_name = "N")]
+        train: Option<usize>,
+        /// Test points (default: the preset's, times the scale).
+        #[arg(long, value_name = "N")]
+        test: Option<usize>,
+        /// Number of labels (default: the preset's, times the scale).
+        #[arg(long, value_name = "N")]
+        labels: Option<usize>,
     },
 }
 
@@ -178,10 +187,21 @@ fn run(cli: Cli) -> Result<(), Failure> {
             out,
             scale,
             seed,
+            train,
+            test,
+            labels,
         }) => {
-            let shape = generate::preset(&preset)
+            let mut shape = generate::preset(&preset)
                 .and_then(|p| generate::scaled(p, scale))
                 .map_err(Input)?;
+            if [train, test, labels].contains(&Some(0)) {
+                return Err(Input(anyhow::anyhow!(
+                    "--train, --test and --labels must be at least 1"
+                )));
+            }
+            shape.labels = labels.unwrap_or(shape.labels);
+            shape.train = train.unwrap_or(shape.train);
+            shape.test = test.unwrap_or(shape.test);
             let started = std::time::Instant::now();
             generate::generate(shape, seed, &out).map_err(Input)?;
             println!(

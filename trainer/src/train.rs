@@ -52,12 +52,97 @@ struct Record {
     /// Seconds the evaluation took (included in `seconds`).
     #[serde(skip_serializing_if = "Option::is_none")]
     eval_seconds: Option<f64>,
+    /// P@1 with the output layer sampled by LSH, on the same test samples as `p_at_1`
+    /// (when the evaluation scores every output and the output layer has LSH).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p_at_1_lsh: Option<f64>,
+    /// Collapse detector: share of the evaluated samples whose top-1 output is the single
+    /// most frequent top-1 output, that output, and the share of the most frequent label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top1_share: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top1_output: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label_share: Option<f64>,
     active_per_sample: Vec<f64>,
     rows_touched: Vec<usize>,
+    /// Per layer (null without LSH): mean active ids per sample from forced labels, from
+    /// the tables and from random fill, and the candidates the buckets held.
+    active_sources: Vec<Option<Sources>>,
+    /// Per layer (null without LSH): bucket occupancy after the last rebuild.
+    tables: Vec<Option<Occupancy>>,
+    /// Per layer (null without LSH): share of a few samples' exact top-10 neurons that
+    /// their active sets held, and what random sets of the same size would hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recall: Option<Vec<Option<RecallRecord>>>,
     /// Resident memory of the process, MiB (Linux; absent elsewhere).
     #[serde(skip_serializing_if = "Option::is_none")]
     rss_mib: Option<f64>,
 }
+
+#[derive(Serialize, Clone, Copy)]
+struct Sources {
+    forced: f64,
+    shared: f64,
+    tables: f64,
+    random: f64,
+    candidates: f64,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct Occupancy {
+    /// Mean ids per non-empty bucket.
+    mean: f64,
+    /// Largest bucket.
+    max: usize,
+    /// Share of the non-empty buckets that are full.
+    full_share: f64,
+    /// Share of all buckets that hold an id.
+    used_share: f64,
+    /// Ids full buckets dropped at the last rebuild, summed over tables.
+    dropped: usize,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct RecallRecord {
+    top10: f64,
+    random: f64,
+    samples: usize,
+}
+
+fn sources(stats: &StepStats) -> Vec<Option<Sources>> {
+    stats
+        .active_sources
+        .iter()
+        .map(|s| {
+            s.map(|s| Sources {
+                forced: s.forced,
+                shared: s.shared,
+                tables: s.from_tables,
+                random: s.random_fill,
+                candidates: s.candidates,
+            })
+        })
+        .collect()
+}
+
+fn occupancy(net: &Network) -> Vec<Option<Occupancy>> {
+    net.table_stats()
+        .iter()
+        .map(|t| {
+            t.map(|t| Occupancy {
+                mean: t.mean_non_empty_len,
+                max: t.max_bucket_len,
+                full_share: t.full_buckets as f64 / t.non_empty_buckets.max(1) as f64,
+                used_share: t.non_empty_buckets as f64 / t.buckets.max(1) as f64,
+                dropped: t.dropped_ids,
+            })
+        })
+        .collect()
+}
+
+/// Test samples probed for retrieval recall.
+const RECALL_SAMPLES: usize = 16;
 
 /// The process's resident set size in MiB, from `/proc/self/status` (Linux only).
 fn resident_mib() -> Option<f64> {
@@ -79,8 +164,10 @@ fn estimate_bytes(config: &Config, input_dim: usize) -> u64 {
             LayoutName::InputMajor => (in_dim, out),
         };
         total += rows * 3 * row_len.div_ceil(16) * 16 * 4 + rows * 4 + out * 16;
-        if let Some(lsh) = &layer.lsh {
-            total += lsh.l as u64 * (12 * (1u64 << lsh.range_pow) + 8 * out);
+        if let Some(lsh) = &layer.lsh
+            && let Ok((params, _)) = lsh.resolve(layer.size)
+        {
+            total += params.l as u64 * (12 * (1u64 << params.range_pow) + 8 * out);
         }
         in_dim = out;
     }
@@ -297,6 +384,9 @@ pub fn run(
     let training = Instant::now();
     let (mut samples, mut window_loss, mut window_steps) = (0usize, 0.0, 0usize);
     let mut last_eval: Option<EvalStats> = None;
+    let mut last_lsh: Option<f64> = None;
+    let sampled = net.layers().iter().any(|l| l.is_sampled());
+    let output_sampled = net.layers().last().is_some_and(|l| l.is_sampled());
     let mut eval_seconds = 0.0;
     let report_every = (train.len() / t.batch_size / 10).max(1) as u64;
     let steps_per_epoch = train.len().div_ceil(t.batch_size) as u64;
@@ -375,10 +465,62 @@ pub fn run(
                 let result = net
                     .evaluate(test, &eval_order[..n], eval_mode)
                     .map_err(|e| Failure::Training(e.into()))?;
+                // The LSH-mode P@1 of the same samples beside the exact one: a model that
+                // holds only under sampling shows here.
+                last_lsh = if eval_mode != Mode::EvalLsh && output_sampled {
+                    let lsh = net
+                        .evaluate(test, &eval_order[..n], Mode::EvalLsh)
+                        .map_err(|e| Failure::Training(e.into()))?;
+                    Some(lsh.precision_at_1)
+                } else {
+                    None
+                };
                 last_eval = Some(result);
                 eval_seconds = started.elapsed().as_secs_f64();
+                if collapsed(&result) {
+                    let message = format!(
+                        "warning: step {step}: output {} is the top-1 prediction of {:.1}% of the test samples, more than twice the most frequent label's share ({:.1}%): the model is collapsing under exact scoring",
+                        result.top1_output,
+                        100.0 * result.top1_share,
+                        100.0 * result.label_share
+                    );
+                    match &bar {
+                        Some(bar) => bar.println(&message),
+                        None => eprintln!("{message}"),
+                    }
+                }
             }
-            if evaluate || step % report_every == 0 {
+            // Retrieval recall on a few test samples (their labels forced in, as in
+            // training) at every evaluation and every `recall_every` steps.
+            let probe = sampled && (evaluate || (t.recall_every > 0 && step % t.recall_every == 0));
+            let recall = if probe {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(t.seed ^ step ^ 0x7265));
+                let probe: Vec<usize> = (0..RECALL_SAMPLES.min(test.len()))
+                    .map(|_| rng.random_range(0..test.len()))
+                    .filter(|&i| !test.labels(i).is_empty())
+                    .collect();
+                if probe.is_empty() {
+                    None
+                } else {
+                    let r = net
+                        .retrieval_recall(test, &probe, 10)
+                        .map_err(|e| Failure::Training(e.into()))?;
+                    Some(
+                        r.iter()
+                            .map(|r| {
+                                r.map(|r| RecallRecord {
+                                    top10: r.recall,
+                                    random: r.random,
+                                    samples: r.samples,
+                                })
+                            })
+                            .collect::<Vec<_>>(),
+                    )
+                }
+            } else {
+                None
+            };
+            if evaluate || recall.is_some() || step % report_every == 0 {
                 let seconds = training.elapsed().as_secs_f64();
                 let eval = evaluate.then_some(last_eval).flatten();
                 let record = Record {
@@ -392,8 +534,15 @@ pub fn run(
                     p_at_3: eval.filter(|_| multi_label).map(|e| e.precision_at_3),
                     p_at_5: eval.filter(|_| multi_label).map(|e| e.precision_at_5),
                     eval_seconds: eval.map(|_| eval_seconds),
+                    p_at_1_lsh: eval.and(last_lsh),
+                    top1_share: eval.map(|e| e.top1_share),
+                    top1_output: eval.map(|e| e.top1_output),
+                    label_share: eval.map(|e| e.label_share),
                     active_per_sample: stats.active_per_sample.clone(),
                     rows_touched: stats.rows_touched.clone(),
+                    active_sources: sources(&stats),
+                    tables: occupancy(&net),
+                    recall,
                     rss_mib: resident_mib(),
                 };
                 let line = serde_json::to_string(&record).expect("records serialise");
@@ -403,8 +552,10 @@ pub fn run(
                 match &bar {
                     Some(bar) if eval.is_some() => bar.println(format_record(&record, multi_label)),
                     Some(bar) => bar.set_message(format!(
-                        "loss {:.4}  {:.0} samples/s",
-                        record.loss, record.samples_per_second
+                        "loss {:.4}  {:.0} samples/s{}",
+                        record.loss,
+                        record.samples_per_second,
+                        sampling_summary(&record)
                     )),
                     None if !quiet || eval.is_some() => {
                         println!("{}", format_record(&record, multi_label))
@@ -469,6 +620,44 @@ pub fn run(
     Ok(())
 }
 
+/// Whether an evaluation shows a collapsed model: one output is the top-1 prediction of
+/// more than twice the share of samples that the most frequent label is in (and of more
+/// than 2% of them, so small test sets of rare labels do not raise it).
+fn collapsed(e: &EvalStats) -> bool {
+    e.samples > 0 && e.top1_share > 0.02 && e.top1_share > 2.0 * e.label_share
+}
+
+/// The last sampled layer's sources, occupancy and recall, for the progress line: e.g.
+/// `  lsh: 96% from tables, 4% fill, buckets 41.2/164, recall@10 0.62 (random 0.002)`.
+fn sampling_summary(r: &Record) -> String {
+    let Some(l) = r.active_sources.iter().rposition(Option::is_some) else {
+        return String::new();
+    };
+    let s = r.active_sources[l].expect("found above");
+    let picked = (s.shared + s.tables + s.random).max(1e-9);
+    let mut text = format!(
+        "  lsh: {:.0}% from tables, {:.0}% shared, {:.0}% fill",
+        100.0 * s.tables / picked,
+        100.0 * s.shared / picked,
+        100.0 * s.random / picked
+    );
+    if let Some(t) = r.tables[l] {
+        text += &format!(
+            ", buckets {:.1} mean / {} max, {:.0}% full",
+            t.mean,
+            t.max,
+            100.0 * t.full_share
+        );
+    }
+    if let Some(Some(recall)) = r.recall.as_ref().and_then(|v| v.get(l)) {
+        text += &format!(
+            ", recall@10 {:.2} (random {:.4})",
+            recall.top10, recall.random
+        );
+    }
+    text
+}
+
 fn format_record(r: &Record, multi_label: bool) -> String {
     let mut line = format!(
         "step {:>6}  epoch {:>3}  {:>7.1} s  {:>7.0} samples/s  loss {:.4}",
@@ -485,8 +674,14 @@ fn format_record(r: &Record, multi_label: bool) -> String {
             line += &format!("  test accuracy {p1:.4}");
         }
     }
+    if let Some(p) = r.p_at_1_lsh {
+        line += &format!("  (P@1 with LSH outputs {p:.4})");
+    }
     if let Some(seconds) = r.eval_seconds {
         line += &format!("  (eval {seconds:.1} s)");
     }
-    line
+    if let (Some(share), Some(output)) = (r.top1_share, r.top1_output) {
+        line += &format!("  top-1 {:.1}% on output {output}", 100.0 * share);
+    }
+    line + &sampling_summary(r)
 }

@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
 use slide::{
-    Activation, AdamConfig, Examples, LayerConfig, LshConfig, Network, NetworkConfig, PhaseTimes,
-    RebuildSchedule, StepStats, WeightLayout,
+    Activation, AdamConfig, Examples, Init, LayerConfig, LshConfig, Network, NetworkConfig,
+    PhaseTimes, RebuildSchedule, StepStats, WeightLayout,
 };
 use slide_benches::scaling::{mnist_like, xmc_like};
 use slide_benches::{AMAZON_FEATURES, AMAZON_HIDDEN, AMAZON_LABELS};
@@ -82,6 +82,8 @@ fn lsh(o: &Options) -> LshConfig {
         sampling: Sampling::vanilla()
             .with_budget(o.active)
             .with_min_active(o.active),
+        log_q: false,
+        shared_negatives: 0,
     }
 }
 
@@ -113,12 +115,14 @@ fn main() {
                         out_dim: AMAZON_HIDDEN,
                         activation: Activation::Relu,
                         layout: WeightLayout::InputMajor,
+                        init: Init::Glorot,
                         lsh: None,
                     },
                     LayerConfig {
                         out_dim: AMAZON_LABELS,
                         activation: Activation::Softmax,
                         layout: WeightLayout::NeuronMajor,
+                        init: Init::Glorot,
                         lsh: Some(lsh(&o)),
                     },
                 ],
@@ -131,12 +135,14 @@ fn main() {
                         out_dim: o.hidden,
                         activation: Activation::Relu,
                         layout: WeightLayout::NeuronMajor,
+                        init: Init::Glorot,
                         lsh: Some(lsh(&o)),
                     },
                     LayerConfig {
                         out_dim: 10,
                         activation: Activation::Softmax,
                         layout: WeightLayout::NeuronMajor,
+                        init: Init::Glorot,
                         lsh: None,
                     },
                 ],

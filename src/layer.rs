@@ -114,9 +114,9 @@ pub struct LshConfig {
     /// the active set alone. Without it every output that is rarely sampled as a negative is
     /// rarely pushed down, and under exact scoring such outputs outrank the labels.
     pub log_q: bool,
-    /// Training only: this many neurons that score highest for the mean input of the
-    /// latest batch (recomputed every 8 steps and at every table rebuild) join every
-    /// sample's active set.
+    /// This many neurons that score highest for the mean input of the latest training
+    /// batch (recomputed every 8 steps and at every table rebuild) join every sample's
+    /// active set, in training and in LSH-mode evaluation.
     /// In an output layer fed by ReLU units every input shares a positive mean direction,
     /// and outputs aligned with it ("hubs") score high for every input; dense training
     /// pushes them down at every step, sampled training only when it happens to draw
@@ -203,6 +203,9 @@ pub(crate) struct LayerTrace {
     pub(crate) sources: SampleCounts,
     /// How many of the forced ids were the layer's shared negatives.
     pub(crate) shared: usize,
+    /// Added to the logits past the first `sources.forced` before a softmax (the log-Q
+    /// correction of a training pass; 0 otherwise).
+    pub(crate) logit_shift: f32,
 }
 
 impl LayerTrace {
@@ -474,13 +477,16 @@ impl SparseLayer {
         trace.dense = true;
         trace.sources = SampleCounts::default();
         trace.shared = 0;
+        trace.logit_shift = 0.0;
         if let (Some(lsh), Mode::Train | Mode::EvalLsh, Some(b)) = (&self.lsh, mode, buffers) {
             let codes = lsh.family.hash(input, &mut b.codes)?;
             b.forced.clear();
             if mode == Mode::Train {
                 b.forced.extend_from_slice(forced);
-                b.forced.extend_from_slice(&lsh.shared);
             }
+            // The shared negatives are the outputs that score highest for the average
+            // input: candidates for every sample, in training and in LSH-mode evaluation.
+            b.forced.extend_from_slice(&lsh.shared);
             trace.sources = lsh.tables.sample(
                 codes,
                 &lsh.sampling,
@@ -489,7 +495,11 @@ impl SparseLayer {
                 &mut b.query,
                 &mut trace.active,
             )?;
-            trace.shared = trace.sources.forced.saturating_sub(forced.len());
+            let labels = if mode == Mode::Train { forced.len() } else { 0 };
+            trace.shared = trace.sources.forced.saturating_sub(labels);
+            if mode == Mode::Train && lsh.log_q {
+                trace.logit_shift = log_q_shift(self.out_dim, &trace.sources);
+            }
             trace.dense = false;
         }
         Ok(())
@@ -536,7 +546,8 @@ impl SparseLayer {
             Activation::Relu => trace.out.iter_mut().for_each(|z| *z = z.max(0.0)),
             Activation::Linear => {}
             Activation::Softmax => {
-                if let Some(shift) = self.log_q_shift(trace) {
+                if sampled && trace.logit_shift != 0.0 {
+                    let shift = trace.logit_shift;
                     trace.out[trace.sources.forced..]
                         .iter_mut()
                         .for_each(|z| *z += shift);
@@ -545,19 +556,6 @@ impl SparseLayer {
             }
         }
         (active * input_nnz) as u64
-    }
-
-    /// The log-Q shift of the non-forced logits of a sampled training pass (see
-    /// [`LshConfig::log_q`]), if the layer applies it and there is anything to shift.
-    fn log_q_shift(&self, trace: &LayerTrace) -> Option<f32> {
-        let lsh = self.lsh.as_ref()?;
-        let forced = trace.sources.forced;
-        let negatives = trace.active.len().checked_sub(forced)?;
-        if !lsh.log_q || trace.dense || forced == 0 || negatives == 0 {
-            return None;
-        }
-        let pool = (self.out_dim - forced) as f64;
-        Some((pool / negatives as f64).ln() as f32)
     }
 
     /// Recomputes the shared negatives (see [`LshConfig::shared_negatives`]): the neurons
@@ -679,6 +677,17 @@ impl SparseLayer {
         }
         macs as u64
     }
+}
+
+/// The log-Q shift of a training pass's non-forced logits (see [`LshConfig::log_q`]):
+/// `ln((n - f) / (a - f))` for `n` outputs, `f` forced ids and `a - f` others; 0 when no id
+/// was forced or none was drawn.
+fn log_q_shift(out_dim: usize, sources: &SampleCounts) -> f32 {
+    let drawn = sources.from_tables + sources.random_fill;
+    if sources.forced == 0 || drawn == 0 {
+        return 0.0;
+    }
+    ((out_dim - sources.forced) as f64 / drawn as f64).ln() as f32
 }
 
 /// Numerically stable softmax.

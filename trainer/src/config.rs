@@ -239,6 +239,11 @@ pub struct LshSection {
     /// Neurons scoring highest for the batch's mean input, active for every sample.
     #[serde(default)]
     pub shared_negatives: usize,
+    /// Ablation: take nothing from the tables (they are still built and queried) and fill
+    /// the active set with uniformly random ids up to `min_active`: uniform negative
+    /// sampling at the same budget, to measure what LSH adds.
+    #[serde(default)]
+    pub uniform: bool,
 }
 
 impl LshSection {
@@ -585,6 +590,9 @@ impl Config {
                         params.k as u64 * u64::from(bits)
                     );
                 }
+                if lsh.uniform && lsh.min_active == 0 {
+                    bail!("network.layers[{i}].lsh: uniform sampling needs min_active");
+                }
                 match lsh.strategy {
                     StrategyName::TopK if lsh.budget.is_none() => {
                         bail!("network.layers[{i}].lsh: strategy top-k needs budget (k)")
@@ -678,6 +686,7 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
             sampling: Sampling {
                 strategy: match lsh.strategy {
                     StrategyName::Vanilla => Strategy::Vanilla,
+                    StrategyName::TopK if lsh.uniform => Strategy::Vanilla,
                     StrategyName::TopK => Strategy::TopK {
                         k: lsh.budget.unwrap_or(1),
                     },
@@ -685,7 +694,7 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                         min_hits: lsh.min_hits.unwrap_or(1),
                     },
                 },
-                budget: lsh.budget,
+                budget: if lsh.uniform { Some(0) } else { lsh.budget },
                 min_active: lsh.min_active,
             },
             log_q: lsh.log_q,

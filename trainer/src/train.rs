@@ -41,6 +41,10 @@ struct Record {
     epoch: usize,
     seconds: f64,
     samples_per_second: f64,
+    /// Seconds of training alone (evaluations and recall probes excluded).
+    train_seconds: f64,
+    /// Samples per second of training alone.
+    train_samples_per_second: f64,
     loss: f64,
     lr: f32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -385,6 +389,8 @@ pub fn run(
     let (mut samples, mut window_loss, mut window_steps) = (0usize, 0.0, 0usize);
     let mut last_eval: Option<EvalStats> = None;
     let mut last_lsh: Option<f64> = None;
+    // Seconds spent evaluating and probing recall, which the training throughput excludes.
+    let mut outside_training = 0.0;
     let sampled = net.layers().iter().any(|l| l.is_sampled());
     let output_sampled = net.layers().last().is_some_and(|l| l.is_sampled());
     let mut eval_seconds = 0.0;
@@ -477,6 +483,7 @@ pub fn run(
                 };
                 last_eval = Some(result);
                 eval_seconds = started.elapsed().as_secs_f64();
+                outside_training += eval_seconds;
                 if collapsed(&result) {
                     let message = format!(
                         "warning: step {step}: output {} is the top-1 prediction of {:.1}% of the test samples, more than twice the most frequent label's share ({:.1}%): the model is collapsing under exact scoring",
@@ -493,6 +500,7 @@ pub fn run(
             // Retrieval recall on a few test samples (their labels forced in, as in
             // training) at every evaluation and every `recall_every` steps.
             let probe = sampled && (evaluate || (t.recall_every > 0 && step % t.recall_every == 0));
+            let probe_started = Instant::now();
             let recall = if probe {
                 let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(t.seed ^ step ^ 0x7265));
                 let probe: Vec<usize> = (0..RECALL_SAMPLES.min(test.len()))
@@ -520,6 +528,9 @@ pub fn run(
             } else {
                 None
             };
+            if probe {
+                outside_training += probe_started.elapsed().as_secs_f64();
+            }
             if evaluate || recall.is_some() || step % report_every == 0 {
                 let seconds = training.elapsed().as_secs_f64();
                 let eval = evaluate.then_some(last_eval).flatten();
@@ -528,6 +539,9 @@ pub fn run(
                     epoch,
                     seconds,
                     samples_per_second: samples as f64 / seconds,
+                    train_seconds: seconds - outside_training,
+                    train_samples_per_second: samples as f64
+                        / (seconds - outside_training).max(1e-9),
                     loss: window_loss / window_steps as f64,
                     lr,
                     p_at_1: eval.map(|e| e.precision_at_1),
@@ -602,9 +616,11 @@ pub fn run(
     let seconds = training.elapsed().as_secs_f64();
     let eval = last_eval.unwrap_or_default();
     println!(
-        "done: {} steps, {samples} samples in {seconds:.1} s ({:.0} samples/s); test {} {:.4}{}; metrics in {}",
+        "done: {} steps, {samples} samples in {seconds:.1} s ({:.0} samples/s; training alone {:.1} s, {:.0} samples/s); test {} {:.4}{}; metrics in {}",
         net.step(),
         samples as f64 / seconds.max(1e-9),
+        seconds - outside_training,
+        samples as f64 / (seconds - outside_training).max(1e-9),
         if multi_label { "P@1" } else { "accuracy" },
         eval.precision_at_1,
         if multi_label {
@@ -660,8 +676,8 @@ fn sampling_summary(r: &Record) -> String {
 
 fn format_record(r: &Record, multi_label: bool) -> String {
     let mut line = format!(
-        "step {:>6}  epoch {:>3}  {:>7.1} s  {:>7.0} samples/s  loss {:.4}",
-        r.step, r.epoch, r.seconds, r.samples_per_second, r.loss
+        "step {:>6}  epoch {:>3}  {:>7.1} s  {:>7.0} samples/s (training {:.0})  loss {:.4}",
+        r.step, r.epoch, r.seconds, r.samples_per_second, r.train_samples_per_second, r.loss
     );
     if let Some(p1) = r.p_at_1 {
         if multi_label {

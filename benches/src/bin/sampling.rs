@@ -1,0 +1,321 @@
+//! What LSH sampling buys in learning: one config trained three ways on the same data, with
+//! exact P@1 (every output scored) after each epoch, against epochs and training seconds.
+//!
+//! ```text
+//! cargo run --release -p slide-benches --bin sampling -- --config CONFIG
+//!     [--engines slide,uniform,dense] [--epochs 3] [--eval-samples 2000]
+//!     [--set section.key=value]... [--name NAME] [--out runs/sampling]
+//! ```
+//!
+//! Engines: `slide` (the config as written: LSH picks the output layer's active set),
+//! `uniform` (the same, but the active set takes nothing from the tables: uniformly random
+//! outputs at the same budget, plus the labels and shared negatives, the ablation that shows
+//! what the tables add) and `dense` (every output computed: the full-softmax model, with
+//! slide's own passes and the same Adam). Each runs `slide-train`'s loop on the config's data
+//! (`--set` overrides apply to all three), evaluating at every epoch's end. Writes
+//! `NAME.csv` (one row per engine and epoch: training seconds without evaluation, exact and
+//! LSH-mode P@1, P@3, P@5, the collapse detector, the share of the non-label active outputs
+//! that came from the tables, retrieval recall, training samples/s) and `NAME.png` (P@1
+//! against epochs and against training seconds) to `--out`, and keeps each run's metrics
+//! under `--out/NAME-ENGINE/`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
+
+use plotters::prelude::*;
+use slide_trainer::config;
+use slide_trainer::train::{self, Failure};
+
+const FONT: &[u8] = include_bytes!("../../../trainer/assets/DejaVuSans.ttf");
+const ENGINES: [&str; 3] = ["slide", "uniform", "dense"];
+
+struct Options {
+    config: PathBuf,
+    engines: Vec<String>,
+    overrides: Vec<String>,
+    name: String,
+    out: PathBuf,
+}
+
+/// One evaluation of one engine.
+#[derive(Debug, Clone)]
+struct Row {
+    engine: String,
+    epoch: u64,
+    step: u64,
+    train_seconds: f64,
+    p_at_1: f64,
+    p_at_3: f64,
+    p_at_5: f64,
+    p_at_1_lsh: Option<f64>,
+    top1_share: f64,
+    label_share: f64,
+    table_share: Option<f64>,
+    recall: Option<f64>,
+    recall_random: Option<f64>,
+    train_samples_per_second: f64,
+}
+
+fn parse() -> Result<Options, String> {
+    let mut o = Options {
+        config: PathBuf::new(),
+        engines: ENGINES.iter().map(|e| e.to_string()).collect(),
+        overrides: Vec::new(),
+        name: String::from("sampling"),
+        out: PathBuf::from("runs/sampling"),
+    };
+    let mut epochs = String::from("3");
+    let mut eval_samples = String::from("2000");
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--config" => o.config = PathBuf::from(value()?),
+            "--engines" => o.engines = value()?.split(',').map(str::to_string).collect(),
+            "--epochs" => epochs = value()?,
+            "--eval-samples" => eval_samples = value()?,
+            "--set" => o.overrides.push(value()?),
+            "--name" => o.name = value()?,
+            "--out" => o.out = PathBuf::from(value()?),
+            other => return Err(format!("unknown option {other} (see the file's docs)")),
+        }
+    }
+    if o.config.as_os_str().is_empty() {
+        return Err("--config FILE is required".into());
+    }
+    if let Some(bad) = o.engines.iter().find(|e| !ENGINES.contains(&e.as_str())) {
+        return Err(format!(
+            "unknown engine {bad}; known: slide, uniform, dense"
+        ));
+    }
+    o.overrides.extend([
+        format!("train.epochs={epochs}"),
+        format!("train.eval_samples={eval_samples}"),
+        "train.eval_every=0".into(),
+        "train.max_steps=0".into(),
+        "train.eval_mode=\"exact\"".into(),
+        "checkpoint.every=0".into(),
+    ]);
+    Ok(o)
+}
+
+/// The config for `engine`: the output layer sampled as written, uniformly, or not at all.
+fn engine_config(o: &Options, engine: &str) -> Result<config::Config, String> {
+    let mut c =
+        config::load(&config::locate(&o.config), &o.overrides).map_err(|e| format!("{e:#}"))?;
+    let last = c
+        .network
+        .layers
+        .last_mut()
+        .ok_or("the config has no layers")?;
+    match engine {
+        "dense" => last.lsh = None,
+        "uniform" => {
+            let lsh = last
+                .lsh
+                .as_mut()
+                .ok_or("the output layer has no LSH section to ablate")?;
+            lsh.uniform = true;
+            if lsh.min_active == 0 {
+                lsh.min_active = lsh.budget.unwrap_or(0);
+            }
+        }
+        _ => {}
+    }
+    c.validate().map_err(|e| format!("{e:#}"))?;
+    Ok(c)
+}
+
+/// The evaluation lines of a metrics file.
+fn read_rows(engine: &str, metrics: &Path) -> Result<Vec<Row>, String> {
+    let text = std::fs::read_to_string(metrics)
+        .map_err(|e| format!("cannot read {}: {e}", metrics.display()))?;
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("{}: {e}", metrics.display()))?;
+        let Some(p1) = v["p_at_1"].as_f64() else {
+            continue;
+        };
+        let f = |key: &str| v[key].as_f64().unwrap_or(f64::NAN);
+        let last_sources = v["active_sources"]
+            .as_array()
+            .and_then(|a| a.iter().rev().find(|s| !s.is_null()).cloned());
+        let table_share = last_sources.map(|s| {
+            let g = |k: &str| s[k].as_f64().unwrap_or(0.0);
+            g("tables") / (g("tables") + g("shared") + g("random")).max(1e-9)
+        });
+        let recall = v["recall"]
+            .as_array()
+            .and_then(|a| a.iter().rev().find(|r| !r.is_null()).cloned());
+        rows.push(Row {
+            engine: engine.to_string(),
+            epoch: v["epoch"].as_u64().unwrap_or(0),
+            step: v["step"].as_u64().unwrap_or(0),
+            train_seconds: f("train_seconds"),
+            p_at_1: p1,
+            p_at_3: f("p_at_3"),
+            p_at_5: f("p_at_5"),
+            p_at_1_lsh: v["p_at_1_lsh"].as_f64(),
+            top1_share: f("top1_share"),
+            label_share: f("label_share"),
+            table_share,
+            recall: recall.as_ref().and_then(|r| r["top10"].as_f64()),
+            recall_random: recall.as_ref().and_then(|r| r["random"].as_f64()),
+            train_samples_per_second: f("train_samples_per_second"),
+        });
+    }
+    Ok(rows)
+}
+
+fn csv(path: &Path, rows: &[Row]) -> Result<(), String> {
+    let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x:.4}"));
+    let mut text = String::from(
+        "engine,epoch,step,train_seconds,p_at_1,p_at_3,p_at_5,p_at_1_lsh,top1_share,label_share,table_share,recall_at_10,recall_random,train_samples_per_second\n",
+    );
+    for r in rows {
+        text += &format!(
+            "{},{},{},{:.1},{:.4},{:.4},{:.4},{},{:.4},{:.4},{},{},{},{:.0}\n",
+            r.engine,
+            r.epoch,
+            r.step,
+            r.train_seconds,
+            r.p_at_1,
+            r.p_at_3,
+            r.p_at_5,
+            opt(r.p_at_1_lsh),
+            r.top1_share,
+            r.label_share,
+            opt(r.table_share),
+            opt(r.recall),
+            opt(r.recall_random),
+            r.train_samples_per_second
+        );
+    }
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn color(engine: &str) -> RGBColor {
+    match engine {
+        "slide" => BLUE,
+        "uniform" => RGBColor(0, 150, 60),
+        _ => RGBColor(230, 140, 0),
+    }
+}
+
+/// P@1 against epochs (left) and training seconds (right, log scale).
+fn plot(path: &Path, title: &str, rows: &[Row], engines: &[String]) -> Result<(), String> {
+    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
+        .map_err(|_| "the shipped font could not be loaded".to_string())?;
+    let draw = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", path.display());
+    let root = BitMapBackend::new(path, (1200, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| draw(&e))?;
+    let root = root
+        .titled(title, ("sans-serif", 22))
+        .map_err(|e| draw(&e))?;
+    let (left, right) = root.split_horizontally(600);
+    let top = rows.iter().map(|r| r.p_at_1).fold(0.05, f64::max) * 1.1;
+    let epochs = rows.iter().map(|r| r.epoch).max().unwrap_or(1) as f64;
+    let (t0, t1) = rows.iter().fold((f64::MAX, 1.0f64), |(a, b), r| {
+        (a.min(r.train_seconds), b.max(r.train_seconds))
+    });
+    let mut by_epoch = ChartBuilder::on(&left)
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..epochs + 0.2, 0.0..top)
+        .map_err(|e| draw(&e))?;
+    by_epoch
+        .configure_mesh()
+        .x_desc("epoch")
+        .y_desc("exact test P@1")
+        .draw()
+        .map_err(|e| draw(&e))?;
+    let mut by_time = ChartBuilder::on(&right)
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d(((t0 * 0.8).max(0.1)..t1 * 1.25).log_scale(), 0.0..top)
+        .map_err(|e| draw(&e))?;
+    by_time
+        .configure_mesh()
+        .x_desc("training seconds (evaluation excluded), 2 threads")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_desc("exact test P@1")
+        .draw()
+        .map_err(|e| draw(&e))?;
+    for engine in engines {
+        let c = color(engine);
+        let mine: Vec<&Row> = rows.iter().filter(|r| &r.engine == engine).collect();
+        let epoch_points: Vec<(f64, f64)> = std::iter::once((0.0, 0.0))
+            .chain(mine.iter().map(|r| (r.epoch as f64, r.p_at_1)))
+            .collect();
+        by_epoch
+            .draw_series(LineSeries::new(epoch_points, c.stroke_width(2)))
+            .map_err(|e| draw(&e))?
+            .label(engine.as_str())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
+        let time_points: Vec<(f64, f64)> =
+            mine.iter().map(|r| (r.train_seconds, r.p_at_1)).collect();
+        by_time
+            .draw_series(LineSeries::new(time_points.clone(), c.stroke_width(2)))
+            .map_err(|e| draw(&e))?;
+        by_time
+            .draw_series(time_points.iter().map(|&p| Circle::new(p, 4, c.filled())))
+            .map_err(|e| draw(&e))?;
+    }
+    by_epoch
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| draw(&e))?;
+    root.present().map_err(|e| draw(&e))
+}
+
+fn run(o: &Options) -> Result<(), String> {
+    std::fs::create_dir_all(&o.out)
+        .map_err(|e| format!("cannot create {}: {e}", o.out.display()))?;
+    let mut rows = Vec::new();
+    for engine in &o.engines {
+        let c = engine_config(o, engine)?;
+        let dir = o.out.join(format!("{}-{engine}", o.name));
+        println!("== {engine}: {}", dir.display());
+        std::io::stdout().flush().ok();
+        let interrupt = AtomicUsize::new(0);
+        train::run(&c, &dir, true, None, &interrupt).map_err(|e| match e {
+            Failure::Input(e) | Failure::Training(e) => format!("{engine}: {e:#}"),
+            Failure::Interrupted { message, .. } => message,
+        })?;
+        let metrics = dir.join(
+            c.log
+                .metrics
+                .as_deref()
+                .unwrap_or(Path::new("metrics.jsonl")),
+        );
+        rows.extend(read_rows(engine, &metrics)?);
+    }
+    let csv_path = o.out.join(format!("{}.csv", o.name));
+    csv(&csv_path, &rows)?;
+    let png = o.out.join(format!("{}.png", o.name));
+    let title = format!("{}: exact P@1 by epoch and by training time", o.name);
+    plot(&png, &title, &rows, &o.engines)?;
+    println!("wrote {} and {}", csv_path.display(), png.display());
+    Ok(())
+}
+
+fn main() {
+    let o = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("sampling: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&o) {
+        eprintln!("sampling: {e}");
+        std::process::exit(1);
+    }
+}

@@ -122,6 +122,11 @@ pub struct LshConfig {
     /// pushes them down at every step, sampled training only when it happens to draw
     /// them. Sampled with certainty, they get no log-Q shift. 0 turns this off.
     pub shared_negatives: usize,
+    /// Hash each input minus the mean input of a recent training batch (refreshed with the
+    /// shared negatives) instead of the input itself. Rank-based families (WTA, DWTA) then
+    /// see which coordinates are high for this input rather than which are high for every
+    /// input (with ReLU inputs the same few coordinates win most bins for every sample).
+    pub center_queries: bool,
 }
 
 /// One layer of a network.
@@ -160,8 +165,11 @@ pub(crate) struct LshState {
     pub(crate) sampling: Sampling,
     pub(crate) log_q: bool,
     pub(crate) shared_negatives: usize,
-    /// The neurons that scored highest for the mean input at the last rebuild.
+    /// The neurons that scored highest for the mean input at the last refresh.
     pub(crate) shared: Vec<u32>,
+    pub(crate) center_queries: bool,
+    /// The mean input subtracted from queries (empty until the first refresh).
+    pub(crate) center: Vec<f32>,
     /// What the tables held after the last rebuild.
     pub(crate) stats: TablesStats,
 }
@@ -253,6 +261,8 @@ pub(crate) struct QueryBuffers {
     pub(crate) query: QueryScratch,
     /// The forced ids of one query: labels, then the layer's shared negatives.
     pub(crate) forced: Vec<u32>,
+    /// A centered query.
+    pub(crate) centered: Vec<f32>,
 }
 
 fn padded(len: usize) -> usize {
@@ -328,6 +338,8 @@ impl SparseLayer {
                 log_q: lsh.log_q,
                 shared_negatives: lsh.shared_negatives,
                 shared: Vec::with_capacity(lsh.shared_negatives),
+                center_queries: lsh.center_queries,
+                center: Vec::new(),
                 stats,
             });
             layer.rebuild_tables()?;
@@ -460,6 +472,7 @@ impl SparseLayer {
             codes: CodeBuffer::for_family(&lsh.family),
             query: QueryScratch::for_tables(&lsh.tables),
             forced: Vec::with_capacity(1024 + lsh.shared_negatives),
+            centered: Vec::with_capacity(if lsh.center_queries { self.in_dim } else { 0 }),
         })
     }
 
@@ -479,7 +492,15 @@ impl SparseLayer {
         trace.shared = 0;
         trace.logit_shift = 0.0;
         if let (Some(lsh), Mode::Train | Mode::EvalLsh, Some(b)) = (&self.lsh, mode, buffers) {
-            let codes = lsh.family.hash(input, &mut b.codes)?;
+            let query = if lsh.center.is_empty() {
+                input
+            } else {
+                b.centered.clear();
+                b.centered.extend(lsh.center.iter().map(|c| -c));
+                input.for_each_nonzero(|i, v| b.centered[i] += v);
+                Vector::Dense(&b.centered)
+            };
+            let codes = lsh.family.hash(query, &mut b.codes)?;
             b.forced.clear();
             if mode == Mode::Train {
                 b.forced.extend_from_slice(forced);
@@ -558,25 +579,34 @@ impl SparseLayer {
         (active * input_nnz) as u64
     }
 
-    /// Recomputes the shared negatives (see [`LshConfig::shared_negatives`]): the neurons
-    /// with the highest pre-activation for `mean_input`.
-    pub(crate) fn refresh_shared(&mut self, mean_input: &[f32]) {
+    /// Refreshes what the layer derives from the mean input of a recent training batch:
+    /// the shared negatives (see [`LshConfig::shared_negatives`]), the neurons with the
+    /// highest pre-activation for `mean_input`, and the query center (see
+    /// [`LshConfig::center_queries`]).
+    pub(crate) fn refresh_mean_input(&mut self, mean_input: &[f32]) {
         let Some(count) = self.lsh.as_ref().map(|l| l.shared_negatives) else {
             return;
         };
-        if count == 0 {
-            return;
-        }
-        let best = self.top_neurons(Vector::Dense(mean_input), count);
+        let best = if count > 0 {
+            self.top_neurons(Vector::Dense(mean_input), count)
+        } else {
+            Vec::new()
+        };
         if let Some(lsh) = &mut self.lsh {
             lsh.shared.clear();
             lsh.shared.extend_from_slice(&best);
+            if lsh.center_queries {
+                lsh.center.clear();
+                lsh.center.extend_from_slice(mean_input);
+            }
         }
     }
 
-    /// Whether the layer keeps shared negatives.
-    pub(crate) fn has_shared_negatives(&self) -> bool {
-        self.lsh.as_ref().is_some_and(|l| l.shared_negatives > 0)
+    /// Whether the layer uses the mean input (shared negatives or centered queries).
+    pub(crate) fn uses_mean_input(&self) -> bool {
+        self.lsh
+            .as_ref()
+            .is_some_and(|l| l.shared_negatives > 0 || l.center_queries)
     }
 
     /// The ids of the `top` neurons with the highest pre-activation for `input` (every
@@ -728,6 +758,10 @@ pub struct LayerState {
     pub bias_steps: Vec<u32>,
     /// The LSH tables' contents, for sampled layers.
     pub tables: Option<slide_lsh::TablesState>,
+    /// The shared negatives in force (see [`LshConfig::shared_negatives`]; empty if none).
+    pub shared: Vec<u32>,
+    /// The query center in force (see [`LshConfig::center_queries`]; empty if none).
+    pub center: Vec<f32>,
 }
 
 impl SparseLayer {
@@ -757,6 +791,8 @@ impl SparseLayer {
             bias_v: self.bias_v.clone(),
             bias_steps: self.bias_steps.clone(),
             tables: self.lsh.as_ref().map(|l| l.tables.export_state()),
+            shared: self.lsh.as_ref().map_or(Vec::new(), |l| l.shared.clone()),
+            center: self.lsh.as_ref().map_or(Vec::new(), |l| l.center.clone()),
         }
     }
 
@@ -785,10 +821,20 @@ impl SparseLayer {
         {
             return Err(config_error(what(), "array sizes do not match the layer"));
         }
+        if state.shared.iter().any(|&id| id as usize >= self.out_dim)
+            || !(state.center.is_empty() || state.center.len() == self.in_dim)
+        {
+            return Err(config_error(
+                what(),
+                "shared negatives or query center do not fit the layer",
+            ));
+        }
         match (&mut self.lsh, &state.tables) {
             (Some(lsh), Some(tables)) => {
                 lsh.tables.import_state(tables)?;
                 lsh.stats = lsh.tables.stats();
+                lsh.shared.clone_from(&state.shared);
+                lsh.center.clone_from(&state.center);
             }
             (None, None) => {}
             _ => {

@@ -44,6 +44,7 @@
 //!         sampling: Sampling::vanilla().with_min_active(16),
 //!         log_q: false,
 //!         shared_negatives: 0,
+//!         center_queries: false,
 //!     }),
 //! };
 //! let output = LayerConfig { out_dim: 2, activation: Activation::Softmax, layout: WeightLayout::NeuronMajor, init: Init::Glorot, lsh: None };

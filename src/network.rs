@@ -833,7 +833,7 @@ impl Network {
     /// batch just trained on (see [`LshConfig::shared_negatives`](crate::LshConfig)).
     fn refresh_shared_negatives(&mut self, data: &dyn Examples, batch: &[usize]) {
         for l in 0..self.layers.len() {
-            if !self.layers[l].has_shared_negatives() {
+            if !self.layers[l].uses_mean_input() {
                 continue;
             }
             let mut mean = vec![0.0f32; self.layers[l].in_dim()];
@@ -842,7 +842,7 @@ impl Network {
                 layer_input(&state.traces, l, data, sample)
                     .for_each_nonzero(|i, v| mean[i] += weight * v);
             }
-            self.layers[l].refresh_shared(&mean);
+            self.layers[l].refresh_mean_input(&mean);
         }
     }
 

@@ -513,11 +513,17 @@ fn blocked_exact_evaluation_ranks_like_one_sample_at_a_time() {
 #[test]
 fn exported_state_resumes_training_exactly() {
     let data = sparse_data(256, 60, 40, 21);
+    // The output layer keeps shared negatives and a query center, refreshed every 8 steps:
+    // both are part of the state.
     let layers = || {
-        vec![
-            input_major(24, Activation::Relu),
-            sampled(40, Activation::Softmax, 8),
-        ]
+        let mut output = sampled(40, Activation::Softmax, 8);
+        output.lsh = output.lsh.map(|l| slide::LshConfig {
+            log_q: true,
+            shared_negatives: 3,
+            center_queries: true,
+            ..l
+        });
+        vec![input_major(24, Activation::Relu), output]
     };
     let config = |seed| NetworkConfig {
         input_dim: 60,
@@ -540,6 +546,8 @@ fn exported_state_resumes_training_exactly() {
         original.train_step(&data, batch).unwrap();
     }
     let state = original.export_state();
+    assert_eq!(state.layers[1].shared.len(), 3);
+    assert_eq!(state.layers[1].center.len(), 24);
     // A fresh network of the same config (whose seed fixes the hash functions), given the state.
     let mut restored = Network::new(config(22)).unwrap();
     restored.import_state(&state).unwrap();

@@ -51,6 +51,7 @@ pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> Lay
                 .with_min_active(min_active),
             log_q: false,
             shared_negatives: 0,
+            center_queries: false,
         }),
     }
 }
@@ -118,6 +119,8 @@ pub struct Reference {
     pub w: Vec<Vec<Vec<f64>>>,
     pub b: Vec<Vec<f64>>,
     pub activations: Vec<Activation>,
+    /// Whether the loss applies the log-Q shift to the output layer's non-label logits.
+    pub log_q: bool,
 }
 
 impl Reference {
@@ -137,12 +140,24 @@ impl Reference {
                 .map(|l| (0..l.out_dim()).map(|j| f64::from(l.bias(j))).collect())
                 .collect(),
             activations: layers.iter().map(|l| l.activation()).collect(),
+            log_q: false,
         }
     }
 
     /// Output probabilities of one sample with every neuron active, or only `active[l]`
     /// (inactive neurons output 0; the softmax runs over the active outputs).
     pub fn forward(&self, input: &[f64], active: Option<&[&[u32]]>) -> Vec<f64> {
+        self.forward_shifted(input, active, None)
+    }
+
+    /// [`forward`](Self::forward) with `shift = (s, labels)` added to the softmax layer's
+    /// logits of every active output that is not in `labels` (the log-Q correction).
+    pub fn forward_shifted(
+        &self,
+        input: &[f64],
+        active: Option<&[&[u32]]>,
+        shift: Option<(f64, &[u32])>,
+    ) -> Vec<f64> {
         let mut a = input.to_vec();
         for (l, (w, b)) in self.w.iter().zip(&self.b).enumerate() {
             let ids: Vec<usize> = match active {
@@ -157,6 +172,13 @@ impl Reference {
                 Activation::Relu => out.iter_mut().for_each(|z| *z = z.max(0.0)),
                 Activation::Linear => {}
                 Activation::Softmax => {
+                    if let Some((by, labels)) = shift {
+                        for &j in &ids {
+                            if !labels.contains(&(j as u32)) {
+                                out[j] += by;
+                            }
+                        }
+                    }
                     let max = ids
                         .iter()
                         .map(|&j| out[j])
@@ -186,8 +208,17 @@ impl Reference {
             let x = dense_input(data.input(i), self.w[0][0].len());
             let sets: Option<Vec<&[u32]>> =
                 active.map(|g| g.iter().map(|layer| layer.active[s].as_slice()).collect());
-            let p = self.forward(&x, sets.as_deref());
             let labels = data.labels(i);
+            // The log-Q shift of this sample: ln((n - f) / (a - f)), f = labels.
+            let shift = match (self.log_q, &sets) {
+                (true, Some(sets)) => {
+                    let (n, a) = (self.w.last().unwrap().len(), sets.last().unwrap().len());
+                    let f = labels.len();
+                    Some((((n - f) as f64 / (a - f) as f64).ln(), labels))
+                }
+                _ => None,
+            };
+            let p = self.forward_shifted(&x, sets.as_deref(), shift);
             for &y in labels {
                 total -= p[y as usize].ln() / labels.len() as f64;
             }

@@ -6,7 +6,8 @@
 //! Tensors per layer `i`: `layers.i.weight`, `.adam_m`, `.adam_v` (`[rows, row_len]` f32;
 //! rows are neurons for neuron-major layers, inputs for input-major ones), `.row_steps`
 //! (u32), `.bias`, `.bias_adam_m`, `.bias_adam_v` (f32), `.bias_steps` (u32), and for LSH
-//! layers `.tables.buckets`, `.tables.store` (u32), `.tables.store_offsets` (u64).
+//! layers `.tables.buckets`, `.tables.store` (u32), `.tables.store_offsets` (u64), and
+//! where in use `.shared_negatives` (u32) and `.query_center` (f32).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -112,6 +113,22 @@ pub fn save(
             vec![n],
             u32_bytes(&layer.bias_steps),
         ));
+        if !layer.shared.is_empty() {
+            tensors.push((
+                format!("{p}.shared_negatives"),
+                Dtype::U32,
+                vec![layer.shared.len()],
+                u32_bytes(&layer.shared),
+            ));
+        }
+        if !layer.center.is_empty() {
+            tensors.push((
+                format!("{p}.query_center"),
+                Dtype::F32,
+                vec![layer.center.len()],
+                f32_bytes(&layer.center),
+            ));
+        }
         if let Some(t) = &layer.tables {
             tensors.push((
                 format!("{p}.tables.buckets"),
@@ -339,6 +356,16 @@ pub fn load_bytes(bytes: &[u8], path: &Path, identity: &str) -> Result<(NetworkS
             bias_v: f32s(&format!("{p}.bias_adam_v"))?,
             bias_steps: u32s(&format!("{p}.bias_steps"))?,
             tables,
+            shared: if names.contains(&format!("{p}.shared_negatives")) {
+                u32s(&format!("{p}.shared_negatives"))?
+            } else {
+                Vec::new()
+            },
+            center: if names.contains(&format!("{p}.query_center")) {
+                f32s(&format!("{p}.query_center"))?
+            } else {
+                Vec::new()
+            },
         });
     }
     let state = NetworkState {

@@ -239,6 +239,9 @@ pub struct LshSection {
     /// Neurons scoring highest for the batch's mean input, active for every sample.
     #[serde(default)]
     pub shared_negatives: usize,
+    /// Hash each input minus the mean input of a recent batch.
+    #[serde(default)]
+    pub center_queries: bool,
     /// Ablation: take nothing from the tables (they are still built and queried) and fill
     /// the active set with uniformly random ids up to `min_active`: uniform negative
     /// sampling at the same budget, to measure what LSH adds.
@@ -699,6 +702,7 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
             },
             log_q: lsh.log_q,
             shared_negatives: lsh.shared_negatives,
+            center_queries: lsh.center_queries,
         }),
     }
 }

@@ -811,7 +811,7 @@ impl Network {
         self.step += 1;
         let rebuild =
             self.step >= self.next_rebuild && self.layers.iter().any(SparseLayer::is_sampled);
-        if rebuild || self.step % SHARED_REFRESH == 0 {
+        if rebuild || self.step.is_multiple_of(SHARED_REFRESH) {
             let started = Instant::now();
             self.refresh_shared_negatives(data, batch);
             stats.times.rebuild = started.elapsed();

@@ -5,6 +5,7 @@
 //! cargo run --release -p slide-benches --bin sampling -- --config CONFIG
 //!     [--engines slide,uniform,dense] [--epochs 3] [--eval-samples 2000]
 //!     [--set section.key=value]... [--name NAME] [--out runs/sampling]
+//! cargo run --release -p slide-benches --bin sampling -- --merge A.csv,B.csv --name NAME
 //! ```
 //!
 //! Engines: `slide` (the config as written: LSH picks the output layer's active set),
@@ -17,7 +18,8 @@
 //! LSH-mode P@1, P@3, P@5, the collapse detector, the share of the non-label active outputs
 //! that came from the tables, retrieval recall, training samples/s) and `NAME.png` (P@1
 //! against epochs and against training seconds) to `--out`, and keeps each run's metrics
-//! under `--out/NAME-ENGINE/`.
+//! under `--out/NAME-ENGINE/`. `--merge` trains nothing: it joins the rows of earlier CSVs
+//! (e.g. a dense run made separately) into `NAME.csv` and `NAME.png`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,6 +33,7 @@ const FONT: &[u8] = include_bytes!("../../../trainer/assets/DejaVuSans.ttf");
 const ENGINES: [&str; 3] = ["slide", "uniform", "dense"];
 
 struct Options {
+    merge: Vec<PathBuf>,
     config: PathBuf,
     engines: Vec<String>,
     overrides: Vec<String>,
@@ -59,6 +62,7 @@ struct Row {
 
 fn parse() -> Result<Options, String> {
     let mut o = Options {
+        merge: Vec::new(),
         config: PathBuf::new(),
         engines: ENGINES.iter().map(|e| e.to_string()).collect(),
         overrides: Vec::new(),
@@ -72,6 +76,7 @@ fn parse() -> Result<Options, String> {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--config" => o.config = PathBuf::from(value()?),
+            "--merge" => o.merge = value()?.split(',').map(PathBuf::from).collect(),
             "--engines" => o.engines = value()?.split(',').map(str::to_string).collect(),
             "--epochs" => epochs = value()?,
             "--eval-samples" => eval_samples = value()?,
@@ -81,8 +86,8 @@ fn parse() -> Result<Options, String> {
             other => return Err(format!("unknown option {other} (see the file's docs)")),
         }
     }
-    if o.config.as_os_str().is_empty() {
-        return Err("--config FILE is required".into());
+    if o.config.as_os_str().is_empty() && o.merge.is_empty() {
+        return Err("--config FILE (or --merge CSVS) is required".into());
     }
     if let Some(bad) = o.engines.iter().find(|e| !ENGINES.contains(&e.as_str())) {
         return Err(format!(
@@ -220,6 +225,9 @@ fn plot(path: &Path, title: &str, rows: &[Row], engines: &[String]) -> Result<()
     let (t0, t1) = rows.iter().fold((f64::MAX, 1.0f64), |(a, b), r| {
         (a.min(r.train_seconds), b.max(r.train_seconds))
     });
+    // Whole decades, so the log axis has labelled ticks.
+    let lo = 10f64.powf(t0.max(0.1).log10().floor());
+    let hi = 10f64.powf(t1.log10().ceil()).max(lo * 10.0);
     let mut by_epoch = ChartBuilder::on(&left)
         .margin(16)
         .x_label_area_size(44)
@@ -236,7 +244,7 @@ fn plot(path: &Path, title: &str, rows: &[Row], engines: &[String]) -> Result<()
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(56)
-        .build_cartesian_2d(((t0 * 0.8).max(0.1)..t1 * 1.25).log_scale(), 0.0..top)
+        .build_cartesian_2d((lo..hi).log_scale(), 0.0..top)
         .map_err(|e| draw(&e))?;
     by_time
         .configure_mesh()
@@ -275,11 +283,58 @@ fn plot(path: &Path, title: &str, rows: &[Row], engines: &[String]) -> Result<()
     root.present().map_err(|e| draw(&e))
 }
 
+/// The rows of a CSV written by [`csv`].
+fn read_csv(path: &Path) -> Result<Vec<Row>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bad = |line: usize| format!("{}:{line}: not a sampling CSV row", path.display());
+    let mut rows = Vec::new();
+    for (n, line) in text.lines().enumerate().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() != 14 {
+            return Err(bad(n + 1));
+        }
+        let num = |i: usize| f[i].parse::<f64>().map_err(|_| bad(n + 1));
+        let opt = |i: usize| f[i].parse::<f64>().ok();
+        rows.push(Row {
+            engine: f[0].to_string(),
+            epoch: num(1)? as u64,
+            step: num(2)? as u64,
+            train_seconds: num(3)?,
+            p_at_1: num(4)?,
+            p_at_3: num(5)?,
+            p_at_5: num(6)?,
+            p_at_1_lsh: opt(7),
+            top1_share: num(8)?,
+            label_share: num(9)?,
+            table_share: opt(10),
+            recall: opt(11),
+            recall_random: opt(12),
+            train_samples_per_second: num(13)?,
+        });
+    }
+    Ok(rows)
+}
+
 fn run(o: &Options) -> Result<(), String> {
     std::fs::create_dir_all(&o.out)
         .map_err(|e| format!("cannot create {}: {e}", o.out.display()))?;
     let mut rows = Vec::new();
-    for engine in &o.engines {
+    for path in &o.merge {
+        rows.extend(read_csv(path)?);
+    }
+    let mut merged: Vec<String> = Vec::new();
+    for r in &rows {
+        if !merged.contains(&r.engine) {
+            merged.push(r.engine.clone());
+        }
+    }
+    let engines = if o.merge.is_empty() {
+        &o.engines
+    } else {
+        &merged
+    };
+    for engine in engines.iter().filter(|_| o.merge.is_empty()) {
         let c = engine_config(o, engine)?;
         let dir = o.out.join(format!("{}-{engine}", o.name));
         println!("== {engine}: {}", dir.display());
@@ -301,7 +356,7 @@ fn run(o: &Options) -> Result<(), String> {
     csv(&csv_path, &rows)?;
     let png = o.out.join(format!("{}.png", o.name));
     let title = format!("{}: exact P@1 by epoch and by training time", o.name);
-    plot(&png, &title, &rows, &o.engines)?;
+    plot(&png, &title, &rows, engines)?;
     println!("wrote {} and {}", csv_path.display(), png.display());
     Ok(())
 }

@@ -348,7 +348,14 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
             .map(|l| {
                 let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
                 let fields = v.as_object_mut().unwrap();
-                for clock in ["seconds", "samples_per_second", "eval_seconds", "rss_mib"] {
+                for clock in [
+                    "seconds",
+                    "samples_per_second",
+                    "train_seconds",
+                    "train_samples_per_second",
+                    "eval_seconds",
+                    "rss_mib",
+                ] {
                     fields.remove(clock);
                 }
                 v

@@ -613,6 +613,9 @@ impl SparseLayer {
     /// neuron scored, in parallel over blocks of neurons; ties: the lower id), best first.
     pub(crate) fn top_neurons(&self, input: Vector<'_>, top: usize) -> Vec<u32> {
         const BLOCK: usize = 4096;
+        if top == 0 {
+            return Vec::new();
+        }
         let k = kernels();
         let score = |j: usize| -> f32 {
             self.bias[j]

@@ -11,7 +11,7 @@ use slide_lsh::{
 };
 
 use crate::error::{Result, config_error};
-use crate::kernels::{kernels, sparse_dot};
+use crate::kernels::{Kernels, kernels, sparse_dot};
 
 /// A layer's non-linearity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -547,13 +547,7 @@ impl SparseLayer {
                     } else {
                         position
                     };
-                    let row = &self.row(j)[..self.in_dim];
-                    let z = self.bias[j]
-                        + match input {
-                            Vector::Dense(x) => (k.dot)(row, x),
-                            Vector::Sparse { indices, values } => sparse_dot(row, indices, values),
-                        };
-                    trace.out.push(z);
+                    trace.out.push(self.neuron_logit(k, j, input));
                 }
             }
             WeightLayout::InputMajor => {
@@ -609,36 +603,32 @@ impl SparseLayer {
             .is_some_and(|l| l.shared_negatives > 0 || l.center_queries)
     }
 
+    /// Neuron `j`'s pre-activation for `input`: its bias plus its row's dot product with
+    /// the input. Neuron-major layers only (LSH layers always are); `k` is the kernel table,
+    /// passed in so hot loops look it up once.
+    #[inline]
+    pub(crate) fn neuron_logit(&self, k: &Kernels, j: usize, input: Vector<'_>) -> f32 {
+        debug_assert_eq!(self.layout, WeightLayout::NeuronMajor);
+        let row = &self.row(j)[..self.in_dim];
+        self.bias[j]
+            + match input {
+                Vector::Dense(x) => (k.dot)(row, x),
+                Vector::Sparse { indices, values } => sparse_dot(row, indices, values),
+            }
+    }
+
     /// The ids of the `top` neurons with the highest pre-activation for `input` (every
-    /// neuron scored, in parallel over blocks of neurons; ties: the lower id), best first.
+    /// neuron scored, in parallel over blocks of neurons; ties: the lower id, see
+    /// [`ranks_before`]), best first. Neuron-major layers only.
     pub(crate) fn top_neurons(&self, input: Vector<'_>, top: usize) -> Vec<u32> {
         const BLOCK: usize = 4096;
         if top == 0 {
             return Vec::new();
         }
         let k = kernels();
-        let score = |j: usize| -> f32 {
-            self.bias[j]
-                + match self.layout {
-                    WeightLayout::NeuronMajor => {
-                        let row = &self.row(j)[..self.in_dim];
-                        match input {
-                            Vector::Dense(x) => (k.dot)(row, x),
-                            Vector::Sparse { indices, values } => sparse_dot(row, indices, values),
-                        }
-                    }
-                    WeightLayout::InputMajor => {
-                        let mut z = 0.0;
-                        input.for_each_nonzero(|i, v| z += v * self.row(i)[j]);
-                        z
-                    }
-                }
-        };
-        // Best first; ties go to the lower id, so the result does not depend on the blocks.
         let offer = |best: &mut Vec<(f32, u32)>, z: f32, id: u32| {
-            let beats = |a: (f32, u32), b: (f32, u32)| a.0 > b.0 || (a.0 == b.0 && a.1 < b.1);
-            if best.len() < top || beats((z, id), best[best.len() - 1]) {
-                let at = best.partition_point(|&b| beats(b, (z, id)));
+            if best.len() < top || ranks_before((z, id), best[best.len() - 1]) {
+                let at = best.partition_point(|&b| ranks_before(b, (z, id)));
                 best.insert(at, (z, id));
                 best.truncate(top);
             }
@@ -648,7 +638,7 @@ impl SparseLayer {
             .map(|b| {
                 let mut best = Vec::with_capacity(top + 1);
                 for j in b * BLOCK..((b + 1) * BLOCK).min(self.out_dim) {
-                    offer(&mut best, score(j), j as u32);
+                    offer(&mut best, self.neuron_logit(k, j, input), j as u32);
                 }
                 best
             })
@@ -710,6 +700,13 @@ impl SparseLayer {
         }
         macs as u64
     }
+}
+
+/// Whether the scored neuron `a = (logit, id)` ranks before `b`: the higher logit, and on
+/// a tie the lower id, so a ranking does not depend on the order neurons are offered in.
+#[inline]
+pub(crate) fn ranks_before(a: (f32, u32), b: (f32, u32)) -> bool {
+    a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
 }
 
 /// The log-Q shift of a training pass's non-forced logits (see [`LshConfig::log_q`]):

@@ -12,9 +12,10 @@ use slide_lsh::{LshError, Vector};
 
 use crate::data::Examples;
 use crate::error::{Result, SlideError, config_error};
-use crate::kernels::{AdamStep, kernels, sparse_dot};
+use crate::kernels::{AdamStep, kernels};
 use crate::layer::{
     Activation, LayerConfig, LayerState, LayerTrace, Mode, QueryBuffers, SparseLayer, WeightLayout,
+    ranks_before,
 };
 use crate::rows::DisjointRows;
 
@@ -627,12 +628,11 @@ impl Best5 {
 
     #[inline]
     fn offer(&mut self, z: f32, id: u32) {
-        let beats = |a: (f32, u32), b: (f32, u32)| a.0 > b.0 || (a.0 == b.0 && a.1 < b.1);
-        if !beats((z, id), self.0[4]) {
+        if !ranks_before((z, id), self.0[4]) {
             return;
         }
         let mut i = 4;
-        while i > 0 && beats((z, id), self.0[i - 1]) {
+        while i > 0 && ranks_before((z, id), self.0[i - 1]) {
             self.0[i] = self.0[i - 1];
             i -= 1;
         }
@@ -791,7 +791,8 @@ impl Network {
 
     /// [`train_step`](Self::train_step) writing its counters into `stats`, whose buffers are
     /// reused: once warm (buffers sized by earlier steps of similar batches), a step, table
-    /// rebuilds included, allocates nothing on the heap.
+    /// rebuilds included, allocates nothing on the heap, except the small buffers of a
+    /// refresh of shared negatives or query centers (every 8 steps, where configured).
     pub fn train_step_with(
         &mut self,
         data: &dyn Examples,
@@ -813,7 +814,7 @@ impl Network {
             self.step >= self.next_rebuild && self.layers.iter().any(SparseLayer::is_sampled);
         if rebuild || self.step.is_multiple_of(SHARED_REFRESH) {
             let started = Instant::now();
-            self.refresh_shared_negatives(data, batch);
+            self.refresh_mean_inputs(data, batch);
             stats.times.rebuild = started.elapsed();
         }
         if rebuild {
@@ -829,9 +830,10 @@ impl Network {
         Ok(())
     }
 
-    /// Recomputes each LSH layer's shared negatives from the mean of its inputs over the
-    /// batch just trained on (see [`LshConfig::shared_negatives`](crate::LshConfig)).
-    fn refresh_shared_negatives(&mut self, data: &dyn Examples, batch: &[usize]) {
+    /// Refreshes what each LSH layer derives from the mean of its inputs over the batch
+    /// just trained on: its shared negatives and its query center (see
+    /// [`LshConfig`](crate::LshConfig)).
+    fn refresh_mean_inputs(&mut self, data: &dyn Examples, batch: &[usize]) {
         for l in 0..self.layers.len() {
             if !self.layers[l].uses_mean_input() {
                 continue;
@@ -1052,15 +1054,7 @@ impl Network {
                     let rows = chunk * ROWS..((chunk + 1) * ROWS).min(layer.out_dim);
                     for (best, x) in best.iter_mut().zip(&inputs) {
                         for j in rows.clone() {
-                            let row = &layer.row(j)[..layer.in_dim];
-                            let z = layer.bias[j]
-                                + match *x {
-                                    Vector::Dense(x) => (k.dot)(row, x),
-                                    Vector::Sparse { indices, values } => {
-                                        sparse_dot(row, indices, values)
-                                    }
-                                };
-                            best.offer(z, j as u32);
+                            best.offer(layer.neuron_logit(k, j, *x), j as u32);
                         }
                     }
                     best

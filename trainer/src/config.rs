@@ -666,43 +666,46 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                 bound: scale.unwrap_or(1.0),
             },
         },
-        lsh: layer.lsh.as_ref().map(|lsh| LshConfig {
-            family: match lsh.family {
-                FamilyName::Simhash => FamilyKind::SimHash(Projection::Sparse {
-                    density: lsh.density,
-                }),
-                FamilyName::SimhashGaussian => FamilyKind::SimHash(Projection::Gaussian),
-                FamilyName::Wta => FamilyKind::Wta {
-                    bin_size: lsh.bin_size,
-                },
-                FamilyName::Dwta => FamilyKind::Dwta {
-                    bin_size: lsh.bin_size,
-                },
-                FamilyName::Minhash => FamilyKind::MinHash { bits: lsh.bits },
-            },
-            params: resolved(lsh, layer.size).0,
-            bucket_capacity: resolved(lsh, layer.size).1,
-            policy: match lsh.policy {
-                PolicyName::Fifo => BucketPolicy::Fifo,
-                PolicyName::Reservoir => BucketPolicy::Reservoir,
-            },
-            sampling: Sampling {
-                strategy: match lsh.strategy {
-                    StrategyName::Vanilla => Strategy::Vanilla,
-                    StrategyName::TopK if lsh.uniform => Strategy::Vanilla,
-                    StrategyName::TopK => Strategy::TopK {
-                        k: lsh.budget.unwrap_or(1),
+        lsh: layer.lsh.as_ref().map(|lsh| {
+            let (params, bucket_capacity) = resolved(lsh, layer.size);
+            LshConfig {
+                family: match lsh.family {
+                    FamilyName::Simhash => FamilyKind::SimHash(Projection::Sparse {
+                        density: lsh.density,
+                    }),
+                    FamilyName::SimhashGaussian => FamilyKind::SimHash(Projection::Gaussian),
+                    FamilyName::Wta => FamilyKind::Wta {
+                        bin_size: lsh.bin_size,
                     },
-                    StrategyName::Threshold => Strategy::Threshold {
-                        min_hits: lsh.min_hits.unwrap_or(1),
+                    FamilyName::Dwta => FamilyKind::Dwta {
+                        bin_size: lsh.bin_size,
                     },
+                    FamilyName::Minhash => FamilyKind::MinHash { bits: lsh.bits },
                 },
-                budget: if lsh.uniform { Some(0) } else { lsh.budget },
-                min_active: lsh.min_active,
-            },
-            log_q: lsh.log_q,
-            shared_negatives: lsh.shared_negatives,
-            center_queries: lsh.center_queries,
+                params,
+                bucket_capacity,
+                policy: match lsh.policy {
+                    PolicyName::Fifo => BucketPolicy::Fifo,
+                    PolicyName::Reservoir => BucketPolicy::Reservoir,
+                },
+                sampling: Sampling {
+                    strategy: match lsh.strategy {
+                        StrategyName::Vanilla => Strategy::Vanilla,
+                        StrategyName::TopK if lsh.uniform => Strategy::Vanilla,
+                        StrategyName::TopK => Strategy::TopK {
+                            k: lsh.budget.unwrap_or(1),
+                        },
+                        StrategyName::Threshold => Strategy::Threshold {
+                            min_hits: lsh.min_hits.unwrap_or(1),
+                        },
+                    },
+                    budget: if lsh.uniform { Some(0) } else { lsh.budget },
+                    min_active: lsh.min_active,
+                },
+                log_q: lsh.log_q,
+                shared_negatives: lsh.shared_negatives,
+                center_queries: lsh.center_queries,
+            }
         }),
     }
 }

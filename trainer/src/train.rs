@@ -91,6 +91,8 @@ struct Sources {
     tables: f64,
     random: f64,
     candidates: f64,
+    /// Share of the non-label active ids that came from the tables.
+    table_share: f64,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -125,6 +127,7 @@ fn sources(stats: &StepStats) -> Vec<Option<Sources>> {
                 tables: s.from_tables,
                 random: s.random_fill,
                 candidates: s.candidates,
+                table_share: s.table_share(),
             })
         })
         .collect()
@@ -653,7 +656,7 @@ fn sampling_summary(r: &Record) -> String {
     let picked = (s.shared + s.tables + s.random).max(1e-9);
     let mut text = format!(
         "  lsh: {:.0}% from tables, {:.0}% shared, {:.0}% fill",
-        100.0 * s.tables / picked,
+        100.0 * s.table_share,
         100.0 * s.shared / picked,
         100.0 * s.random / picked
     );

@@ -144,13 +144,10 @@ fn read_rows(engine: &str, metrics: &Path) -> Result<Vec<Row>, String> {
             continue;
         };
         let f = |key: &str| v[key].as_f64().unwrap_or(f64::NAN);
-        let last_sources = v["active_sources"]
+        let table_share = v["active_sources"]
             .as_array()
-            .and_then(|a| a.iter().rev().find(|s| !s.is_null()).cloned());
-        let table_share = last_sources.map(|s| {
-            let g = |k: &str| s[k].as_f64().unwrap_or(0.0);
-            g("tables") / (g("tables") + g("shared") + g("random")).max(1e-9)
-        });
+            .and_then(|a| a.iter().rev().find(|s| !s.is_null()))
+            .and_then(|s| s["table_share"].as_f64());
         let recall = v["recall"]
             .as_array()
             .and_then(|a| a.iter().rev().find(|r| !r.is_null()).cloned());

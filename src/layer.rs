@@ -113,6 +113,11 @@ pub struct LshConfig {
     /// (a - f)` outputs, and the loss estimates the full softmax's instead of the loss over
     /// the active set alone. Without it every output that is rarely sampled as a negative is
     /// rarely pushed down, and under exact scoring such outputs outrank the labels.
+    ///
+    /// When the sampling also draws `random_extra` uniformly random ids, the tables' picks
+    /// count as certain, like the forced ids: they are scored as themselves, and only the
+    /// random ids are shifted, by `ln((n - f - t) / r)` for `t` table picks and `r` random
+    /// ids, so that the random ids estimate what the forced and retrieved ones leave out.
     pub log_q: bool,
     /// This many neurons that score highest for the mean input of the latest training
     /// batch (recomputed every 8 steps and at every table rebuild) join every sample's
@@ -211,9 +216,11 @@ pub(crate) struct LayerTrace {
     pub(crate) sources: SampleCounts,
     /// How many of the forced ids were the layer's shared negatives.
     pub(crate) shared: usize,
-    /// Added to the logits past the first `sources.forced` before a softmax (the log-Q
+    /// Added to the logits from position `shift_from` on before a softmax (the log-Q
     /// correction of a training pass; 0 otherwise).
     pub(crate) logit_shift: f32,
+    /// First active position the log-Q shift applies to (see [`LshConfig::log_q`]).
+    pub(crate) shift_from: usize,
 }
 
 impl LayerTrace {
@@ -491,6 +498,7 @@ impl SparseLayer {
         trace.sources = SampleCounts::default();
         trace.shared = 0;
         trace.logit_shift = 0.0;
+        trace.shift_from = 0;
         if let (Some(lsh), Mode::Train | Mode::EvalLsh, Some(b)) = (&self.lsh, mode, buffers) {
             let query = if lsh.center.is_empty() {
                 input
@@ -519,7 +527,8 @@ impl SparseLayer {
             let labels = if mode == Mode::Train { forced.len() } else { 0 };
             trace.shared = trace.sources.forced.saturating_sub(labels);
             if mode == Mode::Train && lsh.log_q {
-                trace.logit_shift = log_q_shift(self.out_dim, &trace.sources);
+                (trace.shift_from, trace.logit_shift) =
+                    log_q_shift(self.out_dim, &trace.sources, lsh.sampling.random_extra > 0);
             }
             trace.dense = false;
         }
@@ -563,7 +572,7 @@ impl SparseLayer {
             Activation::Softmax => {
                 if sampled && trace.logit_shift != 0.0 {
                     let shift = trace.logit_shift;
-                    trace.out[trace.sources.forced..]
+                    trace.out[trace.shift_from..]
                         .iter_mut()
                         .for_each(|z| *z += shift);
                 }
@@ -709,15 +718,24 @@ pub(crate) fn ranks_before(a: (f32, u32), b: (f32, u32)) -> bool {
     a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
 }
 
-/// The log-Q shift of a training pass's non-forced logits (see [`LshConfig::log_q`]):
-/// `ln((n - f) / (a - f))` for `n` outputs, `f` forced ids and `a - f` others; 0 when no id
-/// was forced or none was drawn.
-fn log_q_shift(out_dim: usize, sources: &SampleCounts) -> f32 {
-    let drawn = sources.from_tables + sources.random_fill;
+/// The log-Q shift of a training pass (see [`LshConfig::log_q`]): the first active
+/// position it applies to and the amount. For `n` outputs, `f` forced ids, `t` picked by the
+/// tables and `r` uniformly random ones: with `complement` (the sampling drew random ids on
+/// purpose), the forced ids and the tables' picks are scored as themselves and each random
+/// id stands for `(n - f - t) / r` of the outputs left out, so the shift is
+/// `ln((n - f - t) / r)` from position `f + t`; otherwise every drawn id is taken for a
+/// uniform draw, `ln((n - f) / (t + r))` from position `f`. No shift when no id was forced
+/// or none was drawn.
+fn log_q_shift(out_dim: usize, sources: &SampleCounts, complement: bool) -> (usize, f32) {
+    let (fixed, drawn) = if complement {
+        (sources.forced + sources.from_tables, sources.random_fill)
+    } else {
+        (sources.forced, sources.from_tables + sources.random_fill)
+    };
     if sources.forced == 0 || drawn == 0 {
-        return 0.0;
+        return (fixed, 0.0);
     }
-    ((out_dim - sources.forced) as f64 / drawn as f64).ln() as f32
+    (fixed, ((out_dim - fixed) as f64 / drawn as f64).ln() as f32)
 }
 
 /// Numerically stable softmax.

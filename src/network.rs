@@ -489,7 +489,13 @@ fn run_sample(
             (0, f32::NEG_INFINITY),
             |acc, (k, &p)| if p > acc.1 { (k, p) } else { acc },
         );
-    state.top1 = output.id(best.0);
+    // An LSH-mode evaluation can retrieve nothing (no forced ids, empty buckets, no fill):
+    // then there is no prediction (`u32::MAX`, as in `best_outputs`).
+    state.top1 = if output.out.is_empty() {
+        u32::MAX
+    } else {
+        output.id(best.0)
+    };
     state.correct = labels.contains(&state.top1);
     if mode != Mode::Train {
         // The 5 best outputs, best first (ties: lower position first).
@@ -942,7 +948,9 @@ impl Network {
             if scores_all {
                 let tops = self.best_outputs(data, block);
                 for (top, &sample) in tops.iter().zip(block) {
-                    top1s.push(top.0[0].1);
+                    if top.0[0].1 != u32::MAX {
+                        top1s.push(top.0[0].1);
+                    }
                     let labels = data.labels(sample);
                     let hit = |n: usize| {
                         top.0[..n]
@@ -957,7 +965,9 @@ impl Network {
                 active += self.layers[last].out_dim * block.len();
             } else {
                 for state in &self.states[..block.len()] {
-                    top1s.push(state.top1);
+                    if state.top1 != u32::MAX {
+                        top1s.push(state.top1);
+                    }
                     hits[0] += u64::from(state.correct);
                     hits[1] += u64::from(state.hits_at[1]);
                     hits[2] += u64::from(state.hits_at[2]);

@@ -420,6 +420,26 @@ fn evaluation_runs_exact_or_sampled() {
     eprintln!("exact {exact:?}\nlsh {fast:?}");
 }
 
+/// An LSH-mode evaluation whose output layer retrieves nothing (no labels forced, a budget
+/// of 0, no fill) predicts nothing for that sample instead of failing: P@1 0, no top-1.
+#[test]
+fn evaluation_with_an_empty_active_set_predicts_nothing() {
+    let data = sparse_data(16, 100, 30, 4);
+    let mut output = sampled(30, Activation::Softmax, 0);
+    output.lsh = output.lsh.map(|l| slide::LshConfig {
+        sampling: l.sampling.with_budget(0).with_min_active(0),
+        ..l
+    });
+    let mut net = network(100, vec![input_major(8, Activation::Relu), output], 1e-2, 3);
+    let all: Vec<usize> = (0..16).collect();
+    let stats = net.evaluate(&data, &all, Mode::EvalLsh).unwrap();
+    assert_eq!(stats.active_outputs, 0.0);
+    assert_eq!(stats.precision_at_1, 0.0);
+    assert_eq!(stats.top1_share, 0.0);
+    let exact = net.evaluate(&data, &all, Mode::EvalExact).unwrap();
+    assert_eq!(exact.active_outputs, 30.0);
+}
+
 /// `set_learning_rate` changes the steps that follow exactly as if the network had been
 /// built with that rate: a network built at 0.02 and switched to 0.005 before training ends
 /// bit-identical to one built at 0.005; a non-positive rate is refused.

@@ -37,6 +37,11 @@ pub struct Sampling {
     /// If fewer ids than this are selected (forced ids included), uniformly random other ids
     /// are added until there are this many (or every id is active).
     pub min_active: usize,
+    /// This many further uniformly random ids, drawn after the selection and the fill from
+    /// the ids not yet chosen (fewer only if every id is then active). Together with the
+    /// fill they are a uniform sample of everything the forced ids and the strategy left
+    /// out, which is what a sampled-softmax correction for the rest of the outputs needs.
+    pub random_extra: usize,
 }
 
 impl Sampling {
@@ -46,6 +51,7 @@ impl Sampling {
             strategy: Strategy::Vanilla,
             budget: None,
             min_active: 0,
+            random_extra: 0,
         }
     }
 
@@ -55,6 +61,7 @@ impl Sampling {
             strategy: Strategy::TopK { k },
             budget: None,
             min_active: 0,
+            random_extra: 0,
         }
     }
 
@@ -64,6 +71,7 @@ impl Sampling {
             strategy: Strategy::Threshold { min_hits },
             budget: None,
             min_active: 0,
+            random_extra: 0,
         }
     }
 
@@ -78,6 +86,14 @@ impl Sampling {
     /// The same strategy with random fill up to `min_active` ids.
     pub fn with_min_active(self, min_active: usize) -> Self {
         Sampling { min_active, ..self }
+    }
+
+    /// The same strategy with `random_extra` uniformly random ids on top of everything else.
+    pub fn with_random_extra(self, random_extra: usize) -> Self {
+        Sampling {
+            random_extra,
+            ..self
+        }
     }
 
     /// Checks the values against tables with `l` tables.
@@ -100,7 +116,7 @@ pub struct SampleCounts {
     pub forced: usize,
     /// Ids the strategy selected from the tables' candidates.
     pub from_tables: usize,
-    /// Uniformly random ids added to reach `min_active`.
+    /// Uniformly random ids: the fill to `min_active` and the `random_extra` ids.
     pub random_fill: usize,
     /// Distinct candidates the visited buckets held (forced ids excluded), before the
     /// strategy's selection.
@@ -166,8 +182,8 @@ impl QueryScratch {
 
 impl HashTables {
     /// The most ids [`sample`](Self::sample) can return with `forced` forced ids:
-    /// `max(forced + min(selected, L * bucket_capacity), min_active)`, at most `num_ids`,
-    /// where `selected` is the strategy's budget (or `k`).
+    /// `max(forced + min(selected, L * bucket_capacity), min_active) + random_extra`, at
+    /// most `num_ids`, where `selected` is the strategy's budget (or `k`).
     pub fn max_sampled(&self, sampling: &Sampling, forced: usize) -> usize {
         let union = self
             .num_tables()
@@ -179,6 +195,7 @@ impl HashTables {
         forced
             .saturating_add(selected)
             .max(sampling.min_active)
+            .saturating_add(sampling.random_extra)
             .min(self.num_ids())
     }
 
@@ -210,7 +227,8 @@ impl HashTables {
 
     /// The active set for one query: `forced` ids first (e.g. a sample's true labels), then
     /// the ids `sampling` selects among the candidates of the buckets `codes`, then random
-    /// fill up to `sampling.min_active`. Every id appears once. Deterministic for a given
+    /// fill up to `sampling.min_active`, then `sampling.random_extra` more random ids. Every
+    /// id appears once. Deterministic for a given
     /// `rng` state. At most [`max_sampled`](Self::max_sampled) ids: an `out` with that
     /// capacity never reallocates. Returns how many ids came from each source.
     pub fn sample<R: Rng + ?Sized>(
@@ -266,7 +284,10 @@ impl HashTables {
         }
         let candidates = scratch.candidates.len();
         let selected = out.len();
-        let target = sampling.min_active.min(self.num_ids());
+        let filled = out.len().max(sampling.min_active);
+        let target = filled
+            .saturating_add(sampling.random_extra)
+            .min(self.num_ids());
         while out.len() < target {
             let id = rng.random_range(0..self.num_ids() as u32);
             if scratch.hits[id as usize] != SELECTED {

@@ -154,6 +154,55 @@ fn random_fill_reaches_the_minimum_with_distinct_ids() {
 }
 
 #[test]
+fn random_extra_comes_after_the_fill_and_avoids_every_chosen_id() {
+    let tables = tables();
+    let mut scratch = QueryScratch::new(20);
+    // Forced 19, top-2 takes 0 and 1, the fill brings the set to 5, then 4 extra ids.
+    let sampling = Sampling::top_k(2).with_min_active(5).with_random_extra(4);
+    assert_eq!(tables.max_sampled(&sampling, 1), 9);
+    let mut out = Vec::new();
+    let counts = tables
+        .sample(
+            &[1, 1, 1, 1],
+            &sampling,
+            &[19],
+            &mut rng(5),
+            &mut scratch,
+            &mut out,
+        )
+        .unwrap();
+    assert_eq!(out.len(), 9);
+    assert_eq!(&out[..3], &[19, 0, 1]);
+    assert_eq!(
+        (counts.forced, counts.from_tables, counts.random_fill),
+        (1, 2, 6)
+    );
+    let mut unique = out.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 9);
+    // Without a minimum the extra ids come straight after the selection; more extra ids
+    // than are left means every id.
+    let out = sample(
+        &tables,
+        Sampling::top_k(2).with_random_extra(3),
+        &[],
+        &mut scratch,
+    );
+    assert_eq!(out.len(), 5);
+    assert_eq!(&out[..2], &[0, 1]);
+    let out = sample(
+        &tables,
+        Sampling::top_k(2).with_random_extra(40),
+        &[],
+        &mut scratch,
+    );
+    let mut all = out.clone();
+    all.sort();
+    assert_eq!(all, (0..20).collect::<Vec<_>>());
+}
+
+#[test]
 fn scratch_is_clean_after_every_query() {
     let tables = tables();
     let mut scratch = QueryScratch::new(20);
@@ -228,6 +277,7 @@ fn bad_queries_are_typed_errors() {
             strategy,
             budget: None,
             min_active: 0,
+            random_extra: 0,
         };
         assert!(matches!(
             tables.sample(

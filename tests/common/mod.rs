@@ -121,6 +121,9 @@ pub struct Reference {
     pub activations: Vec<Activation>,
     /// Whether the loss applies the log-Q shift to the output layer's non-label logits.
     pub log_q: bool,
+    /// With `log_q`: the output layer drew this many uniformly random ids at the end of
+    /// each active set (`Sampling::random_extra`, no fill), so only they are shifted.
+    pub random_tail: Option<usize>,
 }
 
 impl Reference {
@@ -141,6 +144,7 @@ impl Reference {
                 .collect(),
             activations: layers.iter().map(|l| l.activation()).collect(),
             log_q: false,
+            random_tail: None,
         }
     }
 
@@ -209,12 +213,20 @@ impl Reference {
             let sets: Option<Vec<&[u32]>> =
                 active.map(|g| g.iter().map(|layer| layer.active[s].as_slice()).collect());
             let labels = data.labels(i);
-            // The log-Q shift of this sample: ln((n - f) / (a - f)), f = labels.
+            // The log-Q shift of this sample and the ids it spares: ln((n - f) / (a - f))
+            // on everything but the f labels, or with a random tail of r ids,
+            // ln((n - (a - r)) / r) on those r alone.
             let shift = match (self.log_q, &sets) {
                 (true, Some(sets)) => {
-                    let (n, a) = (self.w.last().unwrap().len(), sets.last().unwrap().len());
-                    let f = labels.len();
-                    Some((((n - f) as f64 / (a - f) as f64).ln(), labels))
+                    let last = *sets.last().unwrap();
+                    let (n, a) = (self.w.last().unwrap().len(), last.len());
+                    match self.random_tail {
+                        None => {
+                            let f = labels.len();
+                            Some((((n - f) as f64 / (a - f) as f64).ln(), labels))
+                        }
+                        Some(r) => Some((((n - (a - r)) as f64 / r as f64).ln(), &last[..a - r])),
+                    }
                 }
                 _ => None,
             };

@@ -242,9 +242,14 @@ pub struct LshSection {
     /// Hash each input minus the mean input of a recent batch.
     #[serde(default)]
     pub center_queries: bool,
-    /// Ablation: take nothing from the tables (they are still built and queried) and fill
-    /// the active set with uniformly random ids up to `min_active`: uniform negative
-    /// sampling at the same budget, to measure what LSH adds.
+    /// This many uniformly random outputs join each training sample's active set after the
+    /// tables' picks. With `log_q`, the tables' picks are then scored as themselves and the
+    /// random ids stand for the rest of the outputs (see `slide::LshConfig::log_q`).
+    #[serde(default)]
+    pub uniform_negatives: usize,
+    /// Ablation: take nothing from the tables (they are still built and queried) and draw
+    /// `budget` uniformly random ids in place of their picks: uniform negative sampling at
+    /// the same budget, to measure what LSH adds.
     #[serde(default)]
     pub uniform: bool,
 }
@@ -593,8 +598,8 @@ impl Config {
                         params.k as u64 * u64::from(bits)
                     );
                 }
-                if lsh.uniform && lsh.min_active == 0 {
-                    bail!("network.layers[{i}].lsh: uniform sampling needs min_active");
+                if lsh.uniform && lsh.budget.is_none() {
+                    bail!("network.layers[{i}].lsh: uniform sampling needs budget");
                 }
                 match lsh.strategy {
                     StrategyName::TopK if lsh.budget.is_none() => {
@@ -701,6 +706,12 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                     },
                     budget: if lsh.uniform { Some(0) } else { lsh.budget },
                     min_active: lsh.min_active,
+                    random_extra: lsh.uniform_negatives
+                        + if lsh.uniform {
+                            lsh.budget.unwrap_or(0)
+                        } else {
+                            0
+                        },
                 },
                 log_q: lsh.log_q,
                 shared_negatives: lsh.shared_negatives,

@@ -122,9 +122,6 @@ fn engine_config(o: &Options, engine: &str) -> Result<config::Config, String> {
                 .as_mut()
                 .ok_or("the output layer has no LSH section to ablate")?;
             lsh.uniform = true;
-            if lsh.min_active == 0 {
-                lsh.min_active = lsh.budget.unwrap_or(0);
-            }
         }
         _ => {}
     }

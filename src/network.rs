@@ -137,7 +137,7 @@ pub struct ActiveSources {
     pub shared: f64,
     /// Ids the sampling strategy took from the tables' buckets.
     pub from_tables: f64,
-    /// Uniformly random ids that filled the set up to `min_active`.
+    /// Uniformly random ids: the fill up to `min_active` and the `random_extra` ids.
     pub random_fill: f64,
     /// Distinct candidates the visited buckets held, before the strategy's cut.
     pub candidates: f64,

@@ -15,17 +15,9 @@ use slide::{Activation, Examples, Mode, Network, WeightLayout};
 fn max_relative_error(net: &mut Network, data: &dyn Examples, batch: &[usize]) -> f64 {
     let grads = net.gradients(data, batch).unwrap();
     let mut reference = Reference::of(net);
-    reference.log_q = net
-        .config()
-        .layers
-        .last()
-        .and_then(|l| l.lsh)
-        .is_some_and(|l| l.log_q);
-    reference.random_tail = net
-        .config()
-        .layers
-        .last()
-        .and_then(|l| l.lsh)
+    let output_lsh = net.config().layers.last().and_then(|l| l.lsh);
+    reference.log_q = output_lsh.is_some_and(|l| l.log_q);
+    reference.random_tail = output_lsh
         .map(|l| l.sampling.random_extra)
         .filter(|&r| r > 0);
     let h = 1e-6;

@@ -228,9 +228,8 @@ impl HashTables {
     /// The active set for one query: `forced` ids first (e.g. a sample's true labels), then
     /// the ids `sampling` selects among the candidates of the buckets `codes`, then random
     /// fill up to `sampling.min_active`, then `sampling.random_extra` more random ids. Every
-    /// id appears once. Deterministic for a given
-    /// `rng` state. At most [`max_sampled`](Self::max_sampled) ids: an `out` with that
-    /// capacity never reallocates. Returns how many ids came from each source.
+    /// id appears once. Deterministic for a given `rng` state. At most
+    /// [`max_sampled`](Self::max_sampled) ids: an `out` with that capacity never reallocates. Returns how many ids came from each source.
     pub fn sample<R: Rng + ?Sized>(
         &self,
         codes: &[u32],
@@ -284,8 +283,8 @@ impl HashTables {
         }
         let candidates = scratch.candidates.len();
         let selected = out.len();
-        let filled = out.len().max(sampling.min_active);
-        let target = filled
+        let target = selected
+            .max(sampling.min_active)
             .saturating_add(sampling.random_extra)
             .min(self.num_ids());
         while out.len() < target {

@@ -116,6 +116,7 @@ fn main() {
     let test_all: Vec<usize> = (0..test.len()).collect();
     let mut order: Vec<usize> = (0..train.len()).collect();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+    let mut ws = slide::Workspace::new();
     let mut stats = StepStats::default();
     for epoch in 1..=epochs {
         for i in (1..order.len()).rev() {
@@ -124,7 +125,7 @@ fn main() {
         let started = Instant::now();
         let (mut loss, mut steps, mut active_hidden) = (0.0, 0, 0.0);
         for batch in order.chunks_exact(128) {
-            net.train_step_with(&train, batch, &mut stats)
+            net.train_step_with(&mut ws, &train, batch, &mut stats)
                 .unwrap_or_else(|e| fail(e));
             loss += stats.loss;
             active_hidden += stats.active_per_sample[0];
@@ -132,10 +133,10 @@ fn main() {
         }
         let seconds = started.elapsed().as_secs_f64();
         let sampled = net
-            .evaluate(&test, &test_all, Mode::EvalExact)
+            .evaluate(&mut ws, &test, &test_all, Mode::EvalExact)
             .unwrap_or_else(|e| fail(e));
         let every = net
-            .evaluate(&test, &test_all, Mode::EvalDense)
+            .evaluate(&mut ws, &test, &test_all, Mode::EvalDense)
             .unwrap_or_else(|e| fail(e));
         println!(
             "epoch {epoch}: loss {:.4}, test accuracy {:.2}% (LSH hidden layer, as trained) / {:.2}% (every neuron), {:.0} hidden active, {seconds:.1} s ({:.0} samples/s)",

@@ -147,6 +147,7 @@ fn main() {
     let batch = 128;
     let n = train.offsets.len() - 1;
     let mut order: Vec<usize> = (0..n).collect();
+    let mut ws = slide::Workspace::new();
     let mut stats = StepStats::default();
     let started = Instant::now();
     let mut trained = 0usize;
@@ -158,7 +159,7 @@ fn main() {
         let mut loss = 0.0;
         let steps = n / batch;
         for chunk in order.chunks_exact(batch) {
-            net.train_step_with(&train, chunk, &mut stats)
+            net.train_step_with(&mut ws, &train, chunk, &mut stats)
                 .unwrap_or_else(|e| {
                     eprintln!("train_synthetic: {e}");
                     std::process::exit(1);
@@ -168,10 +169,10 @@ fn main() {
         }
         let seconds = started.elapsed().as_secs_f64();
         let exact = net
-            .evaluate(&test, &test_batch, Mode::EvalExact)
+            .evaluate(&mut ws, &test, &test_batch, Mode::EvalExact)
             .expect("evaluate");
         let fast = net
-            .evaluate(&test, &test_batch, Mode::EvalLsh)
+            .evaluate(&mut ws, &test, &test_batch, Mode::EvalLsh)
             .expect("evaluate");
         println!(
             "epoch {epoch}: train loss {:.3}, test P@1 {:.3} exact / {:.3} LSH ({:.0} outputs), {:.0} samples/s",

@@ -85,3 +85,24 @@ pub(crate) fn config_error(what: impl Into<String>, reason: impl Into<String>) -
         reason: reason.into(),
     }
 }
+
+/// The error for sample `sample`'s input that the lsh crate found unfit (wrong length,
+/// index out of range, non-finite value).
+pub(crate) fn input_error(sample: usize, e: LshError) -> SlideError {
+    match e {
+        LshError::DimensionMismatch { expected, actual } => SlideError::InputDimension {
+            sample,
+            expected,
+            actual,
+        },
+        LshError::IndexOutOfRange { index, dim } => SlideError::InputDimension {
+            sample,
+            expected: dim,
+            actual: index as usize + 1,
+        },
+        other => SlideError::BadInput {
+            sample,
+            reason: other.to_string(),
+        },
+    }
+}

@@ -19,7 +19,7 @@
 //! ```
 //! use slide::{Init,
 //!     Activation, AdamConfig, DenseExamples, LayerConfig, LshConfig, Mode, Network,
-//!     NetworkConfig, RebuildSchedule, WeightLayout,
+//!     NetworkConfig, RebuildSchedule, WeightLayout, Workspace,
 //! };
 //! use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling};
 //!
@@ -55,32 +55,44 @@
 //!     rebuild: RebuildSchedule::Fixed { every: 10 },
 //!     seed: 7,
 //! })?;
+//! // The per-batch buffers, reused from step to step.
+//! let mut ws = Workspace::new();
 //! let all: Vec<usize> = (0..64).collect();
-//! let first = net.train_step(&data, &all)?.loss;
+//! let first = net.train_step(&mut ws, &data, &all)?.loss;
 //! for _ in 0..100 {
-//!     net.train_step(&data, &all)?;
+//!     net.train_step(&mut ws, &data, &all)?;
 //! }
-//! let last = net.train_step(&data, &all)?.loss;
+//! let last = net.train_step(&mut ws, &data, &all)?.loss;
 //! assert!(last < 0.1 * first, "loss {first} -> {last}");
-//! assert_eq!(net.evaluate(&data, &all, Mode::EvalExact)?.precision_at_1, 1.0);
+//! assert_eq!(net.evaluate(&mut ws, &data, &all, Mode::EvalExact)?.precision_at_1, 1.0);
 //! # Ok::<(), slide::SlideError>(())
 //! ```
 
+pub mod config;
 pub mod data;
 pub mod error;
+pub mod eval;
 pub mod formats;
 pub mod kernels;
 pub mod layer;
+mod loss;
 pub mod network;
-mod rows;
+pub mod optimizer;
+pub mod rows;
+pub mod stats;
+pub mod step;
+pub mod workspace;
 
+pub use config::{NetworkConfig, RebuildSchedule};
 pub use data::{DenseExamples, Examples, SparseExamples};
 pub use error::{Result, SlideError};
+pub use eval::EVAL_BLOCK;
 pub use layer::{
-    Activation, Init, LayerConfig, LayerState, LshConfig, Mode, SparseLayer, WeightLayout,
+    Activation, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode, SampleRng,
+    SelectScratch, SparseLayer, WeightLayout, sample_rng,
 };
-pub use network::{
-    ActiveSources, AdamConfig, EVAL_BLOCK, EvalStats, LayerGradients, Network, NetworkConfig,
-    NetworkState, PhaseTimes, RebuildSchedule, Recall, StepStats,
-};
+pub use network::{Network, NetworkState};
+pub use optimizer::{Adam, AdamConfig, LayerGradients, UpdateCounts, UpdateScratch};
 pub use slide_lsh as lsh;
+pub use stats::{ActiveSources, EvalStats, PhaseTimes, Recall, StepStats};
+pub use workspace::Workspace;

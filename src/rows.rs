@@ -1,14 +1,20 @@
-//! The one place where rows of a layer's parameters are handed to several threads at once.
+//! The one place where rows of a layer's parameters are handed to several threads at once
+//! ([`DisjointRows`]).
 
 use std::marker::PhantomData;
 
 use rayon::prelude::*;
 
 /// One row of a layer's trainable state: weights, Adam moments and the row's update count.
-pub(crate) struct RowMut<'a> {
+#[derive(Debug)]
+pub struct RowMut<'a> {
+    /// The weights (`stride` floats, the row's length then padding).
     pub w: &'a mut [f32],
+    /// Adam's first moments.
     pub m: &'a mut [f32],
+    /// Adam's second moments.
     pub v: &'a mut [f32],
+    /// Updates the row has received.
     pub steps: &'a mut u32,
 }
 
@@ -16,10 +22,38 @@ pub(crate) struct RowMut<'a> {
 /// `u32` update count per row) whose *distinct* rows may be updated from many threads at
 /// once.
 ///
-/// The only way in is [`DisjointRows::par_for_each`], which checks that the requested rows
-/// are strictly increasing, hence distinct, before handing any out: no two threads ever hold
-/// the same row, so the `&mut` slices never alias.
-pub(crate) struct DisjointRows<'a> {
+/// The only way in is [`DisjointRows::par_for_each_init`], which checks that the requested
+/// rows are strictly increasing, hence distinct, before handing any out, and takes
+/// `&mut self`, so no second hand-out can run while one is under way: no two threads ever
+/// hold the same row, so the `&mut` slices never alias.
+///
+/// ```
+/// use slide::rows::DisjointRows;
+///
+/// // 4 rows of stride 16: [w | m | v] blocks of 48 floats.
+/// let (mut params, mut steps) = (vec![0.0f32; 4 * 3 * 16], vec![0u32; 4]);
+/// let mut rows = DisjointRows::new(&mut params, &mut steps, 16);
+/// rows.par_for_each_init(&[0, 2, 3], || (), |_, k, row| {
+///     row.w[0] = k as f32 + 1.0;
+///     *row.steps += 1;
+/// });
+/// assert_eq!(steps, [1, 0, 1, 1]);
+/// assert_eq!((params[0], params[2 * 48], params[3 * 48]), (1.0, 2.0, 3.0));
+/// ```
+///
+/// Handing rows out again from inside a hand-out, which could give two threads the same
+/// row, does not compile:
+///
+/// ```compile_fail
+/// use slide::rows::DisjointRows;
+///
+/// let (mut params, mut steps) = (vec![0.0f32; 2 * 3 * 16], vec![0u32; 2]);
+/// let mut rows = DisjointRows::new(&mut params, &mut steps, 16);
+/// rows.par_for_each_init(&[0, 1], || (), |_, _, outer| {
+///     rows.par_for_each_init(&[0, 1], || (), |_, _, inner| inner.w[0] = outer.w[0]);
+/// });
+/// ```
+pub struct DisjointRows<'a> {
     params: *mut f32,
     steps: *mut u32,
     rows: usize,
@@ -28,7 +62,8 @@ pub(crate) struct DisjointRows<'a> {
 }
 
 // SAFETY: the pointers come from `&'a mut` borrows held for `'a` (so nothing else touches the
-// buffers), and `par_for_each` gives each thread different rows only; f32 and u32 are Send.
+// buffers), and `par_for_each_init` gives each thread different rows only; f32 and u32 are
+// Send.
 unsafe impl Send for DisjointRows<'_> {}
 // SAFETY: as above: shared access to `DisjointRows` only ever yields disjoint rows.
 unsafe impl Sync for DisjointRows<'_> {}
@@ -54,8 +89,9 @@ impl<'a> DisjointRows<'a> {
         let _ = r;
     }
 
-    /// Borrows the buffers; `params` is `steps.len() * 3 * stride` long.
-    pub(crate) fn new(params: &'a mut [f32], steps: &'a mut [u32], stride: usize) -> Self {
+    /// Borrows the buffers: `steps.len()` rows, `params` holding `3 * stride` floats per row.
+    /// Panics if `params` has another length.
+    pub fn new(params: &'a mut [f32], steps: &'a mut [u32], stride: usize) -> Self {
         let rows = steps.len();
         assert_eq!(params.len(), rows * 3 * stride);
         DisjointRows {
@@ -72,7 +108,7 @@ impl<'a> DisjointRows<'a> {
     /// `for_each_init`), e.g. to lock that thread's scratch once rather than per row.
     /// Panics if `rows` is not strictly increasing or names a row out of range: that would
     /// be a bug in the caller, not bad user input.
-    pub(crate) fn par_for_each_init<T, I, F>(&self, rows: &[u32], init: I, f: F)
+    pub fn par_for_each_init<T, I, F>(&mut self, rows: &[u32], init: I, f: F)
     where
         I: Fn() -> T + Sync + Send,
         F: Fn(&mut T, usize, RowMut<'_>) + Sync + Send,
@@ -85,27 +121,85 @@ impl<'a> DisjointRows<'a> {
             rows.last().is_none_or(|&r| (r as usize) < self.rows),
             "row out of range"
         );
+        let this = &*self;
         rows.par_iter()
             .enumerate()
             .for_each_init(init, |state, (k, &r)| {
                 // The rows are scattered over a large matrix, so each update waits on memory;
                 // ask for a block a few rows ahead (rayon hands each thread consecutive rows).
                 if let Some(&ahead) = rows.get(k + PREFETCH_DISTANCE) {
-                    self.prefetch(ahead as usize);
+                    this.prefetch(ahead as usize);
                 }
-                let start = r as usize * 3 * self.stride;
-                // SAFETY: `r < self.rows`, so the block lies inside the borrowed buffer; rows are
-                // distinct (strictly increasing), so no two calls create overlapping slices, and
-                // the buffers are exclusively borrowed for `'a`, which outlives this call.
+                let start = r as usize * 3 * this.stride;
+                // SAFETY: `r < this.rows`, so the block lies inside the borrowed buffer; rows are
+                // distinct (strictly increasing), so no two calls of this hand-out create
+                // overlapping slices; `&mut self` excludes any other hand-out while this one
+                // runs, and the buffers are exclusively borrowed for `'a`, which outlives it.
                 let (block, steps) = unsafe {
                     (
-                        std::slice::from_raw_parts_mut(self.params.add(start), 3 * self.stride),
-                        &mut *self.steps.add(r as usize),
+                        std::slice::from_raw_parts_mut(this.params.add(start), 3 * this.stride),
+                        &mut *this.steps.add(r as usize),
                     )
                 };
-                let (w, rest) = block.split_at_mut(self.stride);
-                let (m, v) = rest.split_at_mut(self.stride);
+                let (w, rest) = block.split_at_mut(this.stride);
+                let (m, v) = rest.split_at_mut(this.stride);
                 f(state, k, RowMut { w, m, v, steps });
             });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every requested row is handed out once, with its own block and count, whatever the
+    /// thread that takes it.
+    #[test]
+    fn each_requested_row_is_handed_out_once() {
+        let stride = 16;
+        let (mut params, mut steps) = (vec![0.0f32; 64 * 3 * stride], vec![0u32; 64]);
+        let wanted: Vec<u32> = (0..64).filter(|r| r % 3 != 1).collect();
+        let mut rows = DisjointRows::new(&mut params, &mut steps, stride);
+        rows.par_for_each_init(
+            &wanted,
+            || (),
+            |_, k, row| {
+                row.w[1] += wanted[k] as f32;
+                row.m[2] += 1.0;
+                row.v[3] += 2.0;
+                *row.steps += 1;
+            },
+        );
+        for r in 0..64usize {
+            let touched = r % 3 != 1;
+            let block = &params[r * 3 * stride..(r + 1) * 3 * stride];
+            assert_eq!(steps[r], u32::from(touched), "row {r}");
+            let expect = if touched { r as f32 } else { 0.0 };
+            assert_eq!(block[1], expect, "row {r}");
+            assert_eq!(block[stride + 2], if touched { 1.0 } else { 0.0 });
+            assert_eq!(block[2 * stride + 3], if touched { 2.0 } else { 0.0 });
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "strictly increasing")]
+    fn repeated_rows_are_refused() {
+        let (mut params, mut steps) = (vec![0.0f32; 4 * 48], vec![0u32; 4]);
+        DisjointRows::new(&mut params, &mut steps, 16).par_for_each_init(
+            &[1, 1],
+            || (),
+            |_, _, _| {},
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "row out of range")]
+    fn rows_past_the_end_are_refused() {
+        let (mut params, mut steps) = (vec![0.0f32; 4 * 48], vec![0u32; 4]);
+        DisjointRows::new(&mut params, &mut steps, 16).par_for_each_init(
+            &[2, 4],
+            || (),
+            |_, _, _| {},
+        );
     }
 }

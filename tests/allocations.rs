@@ -56,17 +56,20 @@ fn steady_state_steps_and_rebuilds_allocate_nothing() {
             4,
         );
         let batches: Vec<Vec<usize>> = (0..8).map(|b| (b * 32..(b + 1) * 32).collect()).collect();
+        let mut ws = slide::Workspace::new();
         let mut stats = StepStats::default();
         for _ in 0..2 {
             for batch in &batches {
-                net.train_step_with(&data, batch, &mut stats).unwrap();
+                net.train_step_with(&mut ws, &data, batch, &mut stats)
+                    .unwrap();
             }
         }
         let before = ALLOCATIONS.load(Ordering::Relaxed);
         let mut rebuilds = 0;
         for _ in 0..2 {
             for batch in &batches {
-                net.train_step_with(&data, batch, &mut stats).unwrap();
+                net.train_step_with(&mut ws, &data, batch, &mut stats)
+                    .unwrap();
                 rebuilds += usize::from(stats.rebuilt);
             }
         }

@@ -13,7 +13,9 @@ use slide::{Activation, Examples, Mode, Network, WeightLayout};
 /// reference loss, restricted to the active sets the network used. Returns the largest
 /// relative error, `|g - fd| / max(|fd|, floor)` with `floor = 1e-3 * max |fd|` of the layer.
 fn max_relative_error(net: &mut Network, data: &dyn Examples, batch: &[usize]) -> f64 {
-    let grads = net.gradients(data, batch).unwrap();
+    let grads = net
+        .gradients(&mut slide::Workspace::new(), data, batch)
+        .unwrap();
     let mut reference = Reference::of(net);
     let output_lsh = net.config().layers.last().and_then(|l| l.lsh);
     reference.log_q = output_lsh.is_some_and(|l| l.log_q);
@@ -111,7 +113,9 @@ fn lsh_gradients_equal_those_of_the_loss_restricted_to_the_active_set() {
         6,
     );
     let batch: Vec<usize> = (0..6).collect();
-    let grads = net.gradients(&data, &batch).unwrap();
+    let grads = net
+        .gradients(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
     // The sampling really is sparse, and labels are always active.
     for (s, &i) in batch.iter().enumerate() {
         assert!(grads[0].active[s].len() < 16, "hidden layer not sampled");
@@ -143,7 +147,9 @@ fn log_q_gradients_equal_those_of_the_shifted_loss() {
     eprintln!("log-Q: worst relative error {worst:.2e}");
     assert!(worst < 1e-3, "{worst}");
     // The shift is real: without it the reference loss differs.
-    let grads = net.gradients(&data, &batch).unwrap();
+    let grads = net
+        .gradients(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
     let mut plain = Reference::of(&net);
     let shifted = {
         let mut r = plain.clone();
@@ -170,7 +176,9 @@ fn log_q_gradients_with_random_negatives_equal_those_of_the_shifted_loss() {
     });
     let mut net = network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6);
     let batch: Vec<usize> = (0..6).collect();
-    let grads = net.gradients(&data, &batch).unwrap();
+    let grads = net
+        .gradients(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
     let worst = max_relative_error(&mut net, &data, &batch);
     eprintln!("log-Q with random negatives: worst relative error {worst:.2e}");
     assert!(worst < 1e-3, "{worst}");
@@ -191,7 +199,7 @@ fn log_q_gradients_with_random_negatives_equal_those_of_the_shifted_loss() {
 #[test]
 fn forward_outputs_match_the_reference() {
     let data = sparse_data(5, 30, 7, 8);
-    let mut net = network(
+    let net = network(
         30,
         vec![
             input_major(6, Activation::Relu),
@@ -204,7 +212,9 @@ fn forward_outputs_match_the_reference() {
     let reference = Reference::of(&net);
     let mut worst = 0.0f64;
     for i in 0..5 {
-        let outputs = net.outputs(&data, i, Mode::EvalExact).unwrap();
+        let outputs = net
+            .outputs(&mut slide::Workspace::new(), &data, i, Mode::EvalExact)
+            .unwrap();
         let expected = reference.forward(&dense_input(data.input(i), 30), None);
         assert_eq!(outputs.len(), 7);
         for (id, p) in outputs {
@@ -219,7 +229,7 @@ fn forward_outputs_match_the_reference() {
 fn layout_does_not_change_the_gradient() {
     // The same first layer stored both ways gives the same gradients.
     let data = sparse_data(6, 20, 5, 10);
-    let mut a = network(
+    let a = network(
         20,
         vec![
             input_major(4, Activation::Relu),
@@ -247,8 +257,12 @@ fn layout_does_not_change_the_gradient() {
         }
     }
     let batch: Vec<usize> = (0..6).collect();
-    let ga = a.gradients(&data, &batch).unwrap();
-    let gb = b.gradients(&data, &batch).unwrap();
+    let ga = a
+        .gradients(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
+    let gb = b
+        .gradients(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
     for j in 0..4 {
         for i in 0..20 {
             let x = ga[0].weight(WeightLayout::InputMajor, j, i);

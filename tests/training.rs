@@ -20,7 +20,8 @@ fn train(
     (0..steps)
         .map(|s| {
             let indices: Vec<usize> = (0..batch).map(|i| (s * batch + i) % n).collect();
-            net.train_step(data, &indices).unwrap()
+            net.train_step(&mut slide::Workspace::new(), data, &indices)
+                .unwrap()
         })
         .collect()
 }
@@ -86,9 +87,12 @@ fn one_adam_step_matches_a_hand_computed_step() {
         lr,
         3,
     );
-    let grads = net.gradients(&data, &[0]).unwrap();
+    let grads = net
+        .gradients(&mut slide::Workspace::new(), &data, &[0])
+        .unwrap();
     let before = Reference::of(&net);
-    net.train_step(&data, &[0]).unwrap();
+    net.train_step(&mut slide::Workspace::new(), &data, &[0])
+        .unwrap();
     let mut checked = 0;
     for j in 0..3 {
         for i in 0..5 {
@@ -135,11 +139,13 @@ fn a_skipped_row_gets_the_bias_correction_of_its_own_update_count() {
         seed: 4,
     })
     .unwrap();
-    net.train_step(&data, &[0]).unwrap(); // feature 0's row: t = 1
+    net.train_step(&mut slide::Workspace::new(), &data, &[0])
+        .unwrap(); // feature 0's row: t = 1
     let (m1, v1, t1) = net.layers()[0].adam_state(0, 0);
     assert_eq!(t1, 1);
     for _ in 0..5 {
-        net.train_step(&data, &[1]).unwrap(); // feature 0 untouched
+        net.train_step(&mut slide::Workspace::new(), &data, &[1])
+            .unwrap(); // feature 0 untouched
     }
     assert_eq!(
         net.layers()[0].adam_state(0, 0),
@@ -147,8 +153,12 @@ fn a_skipped_row_gets_the_bias_correction_of_its_own_update_count() {
         "skipped row changed"
     );
     let w = net.layers()[0].weight(0, 0);
-    let g = net.gradients(&data, &[0]).unwrap()[0].weight(slide::WeightLayout::InputMajor, 0, 0);
-    net.train_step(&data, &[0]).unwrap();
+    let g = net
+        .gradients(&mut slide::Workspace::new(), &data, &[0])
+        .unwrap()[0]
+        .weight(slide::WeightLayout::InputMajor, 0, 0);
+    net.train_step(&mut slide::Workspace::new(), &data, &[0])
+        .unwrap();
     let (m2, v2, t2) = net.layers()[0].adam_state(0, 0);
     assert_eq!(t2, 2);
     let m = adam.beta1 * m1 + (1.0 - adam.beta1) * g;
@@ -212,7 +222,7 @@ fn training_learns_a_separable_sparse_problem() {
     let last: f64 = stats[290..].iter().map(|s| s.loss).sum::<f64>() / 10.0;
     let all: Vec<usize> = (0..512).collect();
     let p1 = net
-        .evaluate(&data, &all, Mode::EvalExact)
+        .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalExact)
         .unwrap()
         .precision_at_1;
     eprintln!("loss {first:.3} -> {last:.3}, P@1 {p1:.3}");
@@ -230,17 +240,20 @@ fn bad_input_is_a_typed_error() {
         11,
     );
     assert_eq!(
-        net.train_step(&data, &[]).unwrap_err(),
+        net.train_step(&mut slide::Workspace::new(), &data, &[])
+            .unwrap_err(),
         SlideError::EmptyBatch
     );
     assert_eq!(
-        net.train_step(&data, &[9]).unwrap_err(),
+        net.train_step(&mut slide::Workspace::new(), &data, &[9])
+            .unwrap_err(),
         SlideError::SampleOutOfRange { sample: 9, len: 4 }
     );
     let mut wide = slide::SparseExamples::new();
     wide.push(&[3, 12], &[1.0, 1.0], &[0]);
     assert_eq!(
-        net.train_step(&wide, &[0]).unwrap_err(),
+        net.train_step(&mut slide::Workspace::new(), &wide, &[0])
+            .unwrap_err(),
         SlideError::InputDimension {
             sample: 0,
             expected: 10,
@@ -250,7 +263,8 @@ fn bad_input_is_a_typed_error() {
     let mut bad_label = slide::SparseExamples::new();
     bad_label.push(&[3], &[1.0], &[5]);
     assert_eq!(
-        net.train_step(&bad_label, &[0]).unwrap_err(),
+        net.train_step(&mut slide::Workspace::new(), &bad_label, &[0])
+            .unwrap_err(),
         SlideError::LabelOutOfRange {
             sample: 0,
             label: 5,
@@ -260,18 +274,21 @@ fn bad_input_is_a_typed_error() {
     let mut no_label = slide::SparseExamples::new();
     no_label.push(&[3], &[1.0], &[]);
     assert_eq!(
-        net.train_step(&no_label, &[0]).unwrap_err(),
+        net.train_step(&mut slide::Workspace::new(), &no_label, &[0])
+            .unwrap_err(),
         SlideError::NoLabels { sample: 0 }
     );
     let mut nan = slide::SparseExamples::new();
     nan.push(&[3], &[f32::NAN], &[1]);
     assert!(matches!(
-        net.train_step(&nan, &[0]).unwrap_err(),
+        net.train_step(&mut slide::Workspace::new(), &nan, &[0])
+            .unwrap_err(),
         SlideError::BadInput { sample: 0, .. }
     ));
     let dense_wrong = dense_data(1, 9, 5, 1);
     assert!(matches!(
-        net.train_step(&dense_wrong, &[0]).unwrap_err(),
+        net.train_step(&mut slide::Workspace::new(), &dense_wrong, &[0])
+            .unwrap_err(),
         SlideError::InputDimension {
             expected: 10,
             actual: 9,
@@ -376,7 +393,12 @@ fn a_rebuild_hashes_the_current_weights() {
         slide::lsh::Vector::Dense(x) => x.to_vec(),
         _ => unreachable!(),
     };
-    let active = |net: &mut Network| net.gradients(&data, &[0]).unwrap()[0].active[0].clone();
+    let active = |net: &mut Network| {
+        net.gradients(&mut slide::Workspace::new(), &data, &[0])
+            .unwrap()[0]
+            .active[0]
+            .clone()
+    };
     let before = active(&mut net);
     let target = (0..200u32)
         .find(|n| !before.contains(n))
@@ -411,8 +433,12 @@ fn evaluation_runs_exact_or_sampled() {
     );
     train(&mut net, &data, 200, 32);
     let all: Vec<usize> = (0..64).collect();
-    let exact = net.evaluate(&data, &all, Mode::EvalExact).unwrap();
-    let fast = net.evaluate(&data, &all, Mode::EvalLsh).unwrap();
+    let exact = net
+        .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalExact)
+        .unwrap();
+    let fast = net
+        .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalLsh)
+        .unwrap();
     assert_eq!(exact.active_outputs, 300.0);
     assert!(fast.active_outputs < 100.0, "{fast:?}");
     assert!(exact.precision_at_1 > 0.3, "{exact:?}");
@@ -430,13 +456,17 @@ fn evaluation_with_an_empty_active_set_predicts_nothing() {
         sampling: l.sampling.with_budget(0).with_min_active(0),
         ..l
     });
-    let mut net = network(100, vec![input_major(8, Activation::Relu), output], 1e-2, 3);
+    let net = network(100, vec![input_major(8, Activation::Relu), output], 1e-2, 3);
     let all: Vec<usize> = (0..16).collect();
-    let stats = net.evaluate(&data, &all, Mode::EvalLsh).unwrap();
+    let stats = net
+        .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalLsh)
+        .unwrap();
     assert_eq!(stats.active_outputs, 0.0);
     assert_eq!(stats.precision_at_1, 0.0);
     assert_eq!(stats.top1_share, 0.0);
-    let exact = net.evaluate(&data, &all, Mode::EvalExact).unwrap();
+    let exact = net
+        .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalExact)
+        .unwrap();
     assert_eq!(exact.active_outputs, 30.0);
 }
 
@@ -474,7 +504,9 @@ fn set_learning_rate_acts_like_the_configured_rate() {
 fn precision_one_by_one(net: &mut Network, data: &dyn Examples, mode: Mode) -> [f64; 3] {
     let mut hits = [0usize; 3];
     for i in 0..data.len() {
-        let mut out = net.outputs(data, i, mode).unwrap();
+        let mut out = net
+            .outputs(&mut slide::Workspace::new(), data, i, mode)
+            .unwrap();
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let labels = data.labels(i);
         for (h, n) in hits.iter_mut().zip([1, 3, 5]) {
@@ -511,7 +543,9 @@ fn blocked_exact_evaluation_ranks_like_one_sample_at_a_time() {
         let mut net = network(600, layers, 1e-2, 23);
         train(&mut net, &data, 300, 32);
         for mode in [Mode::EvalExact, Mode::EvalDense] {
-            let blocked = net.evaluate(&data, &all, mode).unwrap();
+            let blocked = net
+                .evaluate(&mut slide::Workspace::new(), &data, &all, mode)
+                .unwrap();
             let expected = precision_one_by_one(&mut net, &data, mode);
             eprintln!("{mode:?}: {blocked:?}");
             assert_eq!(
@@ -563,7 +597,9 @@ fn exported_state_resumes_training_exactly() {
         .collect();
     let mut original = Network::new(config(22)).unwrap();
     for batch in &batches[..11] {
-        original.train_step(&data, batch).unwrap();
+        original
+            .train_step(&mut slide::Workspace::new(), &data, batch)
+            .unwrap();
     }
     let state = original.export_state();
     assert_eq!(state.layers[1].shared.len(), 3);
@@ -573,8 +609,12 @@ fn exported_state_resumes_training_exactly() {
     restored.import_state(&state).unwrap();
     assert_eq!(restored.export_state(), state);
     for batch in &batches[11..] {
-        let a = original.train_step(&data, batch).unwrap();
-        let b = restored.train_step(&data, batch).unwrap();
+        let a = original
+            .train_step(&mut slide::Workspace::new(), &data, batch)
+            .unwrap();
+        let b = restored
+            .train_step(&mut slide::Workspace::new(), &data, batch)
+            .unwrap();
         assert_eq!(a.loss.to_bits(), b.loss.to_bits());
         assert_eq!(a.rebuilt, b.rebuilt);
     }
@@ -614,7 +654,9 @@ fn run_fingerprint(net: &mut Network, data: &dyn Examples, steps: usize, batch: 
     let all: Vec<usize> = (0..data.len()).collect();
     let mut eval = Vec::new();
     for mode in [Mode::EvalExact, Mode::EvalLsh, Mode::EvalDense] {
-        let e = net.evaluate(data, &all, mode).unwrap();
+        let e = net
+            .evaluate(&mut slide::Workspace::new(), data, &all, mode)
+            .unwrap();
         for x in [
             e.precision_at_1,
             e.precision_at_5,

@@ -281,9 +281,10 @@ pub fn measure(
     steps: usize,
     batch: usize,
 ) -> slide::Result<Measurement> {
+    let mut ws = slide::Workspace::new();
     let mut stats = StepStats::default();
     let (median_ms, mean_ms, counts) = timed_steps(steps, batch, data.len(), |indices| {
-        net.train_step_with(data, indices, &mut stats)?;
+        net.train_step_with(&mut ws, data, indices, &mut stats)?;
         Ok::<_, slide::SlideError>((
             stats.active_per_sample[layer],
             stats.multiply_adds as f64,

@@ -109,7 +109,7 @@ fn assert_close(net: &Network, slide: &[LayerGradients], ad: &Gradients) {
 #[test]
 fn every_neuron_active_gradients_equal_autodiff_sparse_input() {
     let data = sparse(12, 40, 16);
-    let mut net = network(
+    let net = network(
         40,
         vec![
             layer(24, Activation::Relu, WeightLayout::InputMajor, None),
@@ -117,7 +117,9 @@ fn every_neuron_active_gradients_equal_autodiff_sparse_input() {
         ],
     );
     let batch: Vec<usize> = (0..12).collect();
-    let g = net.gradients(&data, &batch).unwrap();
+    let g = net
+        .gradients(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
     let ad = Baseline::from_network(&net).gradients(&data, &batch, None);
     assert_close(&net, &g, &ad);
 }
@@ -125,7 +127,7 @@ fn every_neuron_active_gradients_equal_autodiff_sparse_input() {
 #[test]
 fn every_neuron_active_gradients_equal_autodiff_dense_input() {
     let data = dense(10, 30, 10);
-    let mut net = network(
+    let net = network(
         30,
         vec![
             layer(20, Activation::Relu, WeightLayout::NeuronMajor, None),
@@ -134,7 +136,9 @@ fn every_neuron_active_gradients_equal_autodiff_dense_input() {
         ],
     );
     let batch: Vec<usize> = (0..10).collect();
-    let g = net.gradients(&data, &batch).unwrap();
+    let g = net
+        .gradients(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
     let ad = Baseline::from_network(&net).gradients(&data, &batch, None);
     assert_close(&net, &g, &ad);
 }
@@ -144,7 +148,7 @@ fn every_neuron_active_gradients_equal_autodiff_dense_input() {
 #[test]
 fn sampled_gradients_equal_autodiff_of_the_masked_loss() {
     let data = sparse(12, 40, 24);
-    let mut net = network(
+    let net = network(
         40,
         vec![
             layer(32, Activation::Relu, WeightLayout::NeuronMajor, Some(8)),
@@ -152,7 +156,9 @@ fn sampled_gradients_equal_autodiff_of_the_masked_loss() {
         ],
     );
     let batch: Vec<usize> = (0..12).collect();
-    let g = net.gradients(&data, &batch).unwrap();
+    let g = net
+        .gradients(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
     let masks: Vec<Vec<Vec<u32>>> = g.iter().map(|l| l.active.clone()).collect();
     assert!(
         masks[0].iter().all(|a| a.len() < 32),
@@ -186,7 +192,9 @@ fn one_adam_step_equals_the_baseline_step() {
     let mut base = Baseline::from_network(&net);
     let before: Vec<(Vec<f32>, Vec<f32>)> = (0..2).map(|l| base.parameters(l)).collect();
     let loss_base = base.train_step(&data, &batch);
-    let stats = net.train_step(&data, &batch).unwrap();
+    let stats = net
+        .train_step(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
     assert!(
         (stats.loss - loss_base).abs() < 1e-4 * loss_base,
         "{} vs {loss_base}",

@@ -255,8 +255,9 @@ pub fn evaluate_checkpoint(
     let test = loaded.test.examples();
     let all: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
     let started = Instant::now();
+    let mut ws = slide::Workspace::new();
     let e = net
-        .evaluate(test, &all, mode)
+        .evaluate(&mut ws, test, &all, mode)
         .map_err(|e| Failure::Training(e.into()))?;
     let seconds = started.elapsed().as_secs_f64();
     if loaded.multi_label {
@@ -416,6 +417,7 @@ pub fn run(
         bar.set_position(net.step());
         bar
     });
+    let mut ws = slide::Workspace::new();
     let mut finished_at = (start.epoch, start.batch);
     let mut saved_at = net.step();
     'epochs: for epoch in start.epoch..=t.epochs {
@@ -440,7 +442,7 @@ pub fn run(
             let lr = t.learning_rate(this_step, schedule_steps, epoch);
             net.set_learning_rate(lr)
                 .map_err(|e| Failure::Training(e.into()))?;
-            match net.train_step_with(train, batch, &mut stats) {
+            match net.train_step_with(&mut ws, train, batch, &mut stats) {
                 Ok(()) => {}
                 Err(e @ slide::SlideError::Diverged { .. }) => return Err(diverged(e.to_string())),
                 Err(e) => return Err(Failure::Training(e.into())),
@@ -472,13 +474,13 @@ pub fn run(
                 }
                 let started = Instant::now();
                 let result = net
-                    .evaluate(test, &eval_order[..n], eval_mode)
+                    .evaluate(&mut ws, test, &eval_order[..n], eval_mode)
                     .map_err(|e| Failure::Training(e.into()))?;
                 // The LSH-mode P@1 of the same samples beside the exact one: a model that
                 // holds only under sampling shows here.
                 last_lsh = if eval_mode != Mode::EvalLsh && output_sampled {
                     let lsh = net
-                        .evaluate(test, &eval_order[..n], Mode::EvalLsh)
+                        .evaluate(&mut ws, test, &eval_order[..n], Mode::EvalLsh)
                         .map_err(|e| Failure::Training(e.into()))?;
                     Some(lsh.precision_at_1)
                 } else {
@@ -514,7 +516,7 @@ pub fn run(
                     None
                 } else {
                     let r = net
-                        .retrieval_recall(test, &probe, 10)
+                        .retrieval_recall(&mut ws, test, &probe, 10)
                         .map_err(|e| Failure::Training(e.into()))?;
                     Some(
                         r.iter()

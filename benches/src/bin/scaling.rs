@@ -174,7 +174,7 @@ struct Trained {
 
 /// A network being trained by one of the engines.
 enum Trainee {
-    Slide(slide::Network),
+    Slide(Box<(slide::Network, slide::Workspace)>),
     Autodiff(Baseline),
 }
 
@@ -184,8 +184,10 @@ impl Trainee {
         for s in done..steps {
             let samples = batch_at(s, 128, train.len());
             match self {
-                Trainee::Slide(net) => {
-                    net.train_step(train, &samples).map_err(|e| e.to_string())?;
+                Trainee::Slide(slide) => {
+                    let (net, ws) = &mut **slide;
+                    net.train_step(ws, train, &samples)
+                        .map_err(|e| e.to_string())?;
                 }
                 Trainee::Autodiff(baseline) => {
                     baseline.train_step(train, &samples);
@@ -199,10 +201,12 @@ impl Trainee {
     fn accuracy(&mut self, test: &DenseExamples) -> Result<f64, String> {
         let all: Vec<usize> = (0..test.len()).collect();
         match self {
-            Trainee::Slide(net) => net
-                .evaluate(test, &all, Mode::EvalExact)
-                .map(|e| e.precision_at_1)
-                .map_err(|e| e.to_string()),
+            Trainee::Slide(slide) => {
+                let (net, ws) = &mut **slide;
+                net.evaluate(ws, test, &all, Mode::EvalExact)
+                    .map(|e| e.precision_at_1)
+                    .map_err(|e| e.to_string())
+            }
             Trainee::Autodiff(baseline) => Ok(baseline.precision_at_1(test, &all)),
         }
     }
@@ -265,7 +269,7 @@ fn run(o: &Options) -> Result<Vec<Row>, String> {
                 let mut net = net;
                 let m = measure(&mut net, data, width, layer, o.steps, 128)
                     .map_err(|e| e.to_string())?;
-                (m, Trainee::Slide(net))
+                (m, Trainee::Slide(Box::new((net, slide::Workspace::new()))))
             };
             let mut seconds = started.elapsed().as_secs_f64();
             let mut accuracy = Vec::new();

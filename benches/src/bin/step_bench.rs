@@ -190,19 +190,20 @@ fn main() {
         net.memory_bytes() as f64 / 1e6
     );
     let n = data.len();
+    let mut ws = slide::Workspace::new();
     let mut stats = StepStats::default();
     let mut times = PhaseTimes::default();
     let (mut active, mut rows, mut macs, mut rebuilds) = (0.0, 0usize, 0u64, 0);
     // Warm-up steps, not measured.
     for s in 0..3 {
         let batch: Vec<usize> = (0..o.batch).map(|i| (s * o.batch + i) % n).collect();
-        net.train_step_with(data.as_ref(), &batch, &mut stats)
+        net.train_step_with(&mut ws, data.as_ref(), &batch, &mut stats)
             .expect("step");
     }
     let started = Instant::now();
     for s in 0..o.steps {
         let batch: Vec<usize> = (0..o.batch).map(|i| ((s + 3) * o.batch + i) % n).collect();
-        net.train_step_with(data.as_ref(), &batch, &mut stats)
+        net.train_step_with(&mut ws, data.as_ref(), &batch, &mut stats)
             .expect("step");
         times += stats.times;
         active += stats.active_per_sample.iter().sum::<f64>();

@@ -1,0 +1,297 @@
+//! Evaluation: precision at 1, 3 and 5 with every output scored (blocked, so the output
+//! weights are read once per block of samples) or over the LSH-selected set, the collapse
+//! detector, a sample's outputs, and the tables' retrieval recall. One top-k with one tie
+//! rule ([`Top5`]) ranks outputs everywhere.
+
+use rayon::prelude::*;
+use slide_lsh::Vector;
+
+use crate::data::Examples;
+use crate::error::Result;
+use crate::kernels::kernels;
+use crate::layer::{Mode, WeightLayout, ranks_before};
+use crate::network::Network;
+use crate::stats::{EvalStats, Recall};
+use crate::workspace::{Workspace, layer_input};
+
+/// Samples an evaluation pass holds at once.
+pub const EVAL_BLOCK: usize = 256;
+
+/// A sample's 5 best `(score, neuron)` pairs, best first; ties go to the lower neuron id
+/// (see [`ranks_before`]), so the result does not depend on the order offers arrive in.
+/// Empty slots are `(-inf, u32::MAX)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Top5([(f32, u32); 5]);
+
+impl Top5 {
+    pub(crate) const EMPTY: Self = Top5([(f32::NEG_INFINITY, u32::MAX); 5]);
+
+    #[inline]
+    pub(crate) fn offer(&mut self, z: f32, id: u32) {
+        if !ranks_before((z, id), self.0[4]) {
+            return;
+        }
+        let mut i = 4;
+        while i > 0 && ranks_before((z, id), self.0[i - 1]) {
+            self.0[i] = self.0[i - 1];
+            i -= 1;
+        }
+        self.0[i] = (z, id);
+    }
+
+    /// The best neuron (`u32::MAX` if nothing was offered).
+    pub(crate) fn first(&self) -> u32 {
+        self.0[0].1
+    }
+
+    /// How many of `labels` are among the 1, 3 and 5 best.
+    pub(crate) fn hits(&self, labels: &[u32]) -> [u8; 3] {
+        let hit = |n: usize| {
+            self.0[..n]
+                .iter()
+                .filter(|&&(_, id)| id != u32::MAX && labels.contains(&id))
+                .count() as u8
+        };
+        [hit(1), hit(3), hit(5)]
+    }
+}
+
+/// Share of the most frequent value in `ids` over `samples` (0 for none), and that value
+/// (ties: the lowest). Sorts `ids`.
+fn mode_share(ids: &mut [u32], samples: usize) -> (u32, f64) {
+    ids.sort_unstable();
+    let (mut best, mut best_count) = (u32::MAX, 0usize);
+    for run in ids.chunk_by(|a, b| a == b) {
+        if run.len() > best_count {
+            (best, best_count) = (run[0], run.len());
+        }
+    }
+    (best, best_count as f64 / samples.max(1) as f64)
+}
+
+impl Network {
+    /// Evaluates the samples `batch` of `data` in `mode` (see [`Mode`]; [`Mode::Train`] is
+    /// read as [`Mode::EvalLsh`]): P@1, P@3, P@5 and the collapse detector.
+    ///
+    /// Samples go through in blocks of [`EVAL_BLOCK`], so memory does not grow with
+    /// `batch`. When every output is scored ([`Mode::EvalExact`], [`Mode::EvalDense`]) and
+    /// the output layer is neuron-major, each block reads the output weights once for all
+    /// its samples and keeps only each sample's 5 best scores: at 670K outputs that is one
+    /// pass over 340 MB per block instead of one per sample, and no per-sample score vector.
+    /// The ranking is by logit (ties: lower neuron id first), which the softmax preserves.
+    pub fn evaluate(
+        &self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+        mode: Mode,
+    ) -> Result<EvalStats> {
+        if batch.is_empty() {
+            return Ok(EvalStats::default());
+        }
+        let mode = if mode == Mode::Train {
+            Mode::EvalLsh
+        } else {
+            mode
+        };
+        let output = &self.layers()[self.layers().len() - 1];
+        let scores_all = matches!(mode, Mode::EvalExact | Mode::EvalDense)
+            && output.layout() == WeightLayout::NeuronMajor;
+        let mut hits = [0u64; 3];
+        let mut active = 0usize;
+        let mut top1s = Vec::with_capacity(batch.len());
+        for (b, block) in batch.chunks(EVAL_BLOCK).enumerate() {
+            self.run_batch(ws, data, block, mode, b * EVAL_BLOCK, scores_all)?;
+            let mut count = |top1: u32, found: [u8; 3]| {
+                if top1 != u32::MAX {
+                    top1s.push(top1);
+                }
+                for (h, f) in hits.iter_mut().zip(found) {
+                    *h += u64::from(f);
+                }
+            };
+            if scores_all {
+                let tops = self.best_outputs(ws, data, block);
+                for (top, &sample) in tops.iter().zip(block) {
+                    count(top.first(), top.hits(data.labels(sample)));
+                }
+                active += output.out_dim() * block.len();
+            } else {
+                for state in ws.batch() {
+                    count(state.top1, state.hits_at);
+                    active += state.traces[self.layers().len() - 1].len();
+                }
+            }
+        }
+        let n = batch.len() as f64;
+        let (top1_output, top1_share) = mode_share(&mut top1s, batch.len());
+        let mut labels: Vec<u32> = batch
+            .iter()
+            .flat_map(|&s| data.labels(s))
+            .copied()
+            .collect();
+        let (_, label_share) = mode_share(&mut labels, batch.len());
+        Ok(EvalStats {
+            samples: batch.len(),
+            precision_at_1: hits[0] as f64 / n,
+            precision_at_3: hits[1] as f64 / (3.0 * n),
+            precision_at_5: hits[2] as f64 / (5.0 * n),
+            active_outputs: active as f64 / n,
+            top1_output,
+            top1_share,
+            label_share,
+        })
+    }
+
+    /// The 5 highest output logits of each sample of `block` (whose hidden layers
+    /// [`Self::run_batch`] has run into `ws`), every output neuron scored. Parallel over
+    /// blocks of output rows, each read once for all samples while it sits in cache.
+    fn best_outputs(&self, ws: &Workspace, data: &dyn Examples, block: &[usize]) -> Vec<Top5> {
+        const ROWS: usize = 256;
+        let last = self.layers().len() - 1;
+        let layer = &self.layers()[last];
+        let inputs: Vec<Vector<'_>> = ws
+            .batch()
+            .iter()
+            .zip(block)
+            .map(|(state, &sample)| layer_input(&state.traces, last, data, sample))
+            .collect();
+        let k = kernels();
+        let n = block.len();
+        let out_dim = layer.out_dim();
+        (0..out_dim.div_ceil(ROWS))
+            .into_par_iter()
+            .fold(
+                || vec![Top5::EMPTY; n],
+                |mut best, chunk| {
+                    let rows = chunk * ROWS..((chunk + 1) * ROWS).min(out_dim);
+                    for (best, x) in best.iter_mut().zip(&inputs) {
+                        for j in rows.clone() {
+                            best.offer(layer.neuron_logit(k, j, *x), j as u32);
+                        }
+                    }
+                    best
+                },
+            )
+            .reduce(
+                || vec![Top5::EMPTY; n],
+                |mut a, b| {
+                    for (a, b) in a.iter_mut().zip(&b) {
+                        for &(z, id) in &b.0 {
+                            a.offer(z, id);
+                        }
+                    }
+                    a
+                },
+            )
+    }
+
+    /// The output layer's active neurons and their probabilities for sample `sample` of
+    /// `data`, in `mode` ([`Mode::Train`] forces the sample's labels into the active set).
+    pub fn outputs(
+        &self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        sample: usize,
+        mode: Mode,
+    ) -> Result<Vec<(u32, f32)>> {
+        self.run_batch(ws, data, &[sample], mode, 0, false)?;
+        let trace = &ws.batch()[0].traces[self.layers().len() - 1];
+        Ok(trace.ids().zip(trace.outputs().iter().copied()).collect())
+    }
+
+    /// For each LSH layer, how many of a sample's `top` highest-scoring neurons (by exact
+    /// pre-activation, every neuron scored) the active set of a training step holds, over
+    /// the samples `batch` of `data` (which need labels: the output layer's active set is
+    /// built as in training, labels forced in). `None` for layers without LSH. Costs a
+    /// forward pass and a full scoring of each LSH layer per sample; changes nothing in the
+    /// network.
+    pub fn retrieval_recall(
+        &self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+        top: usize,
+    ) -> Result<Vec<Option<Recall>>> {
+        self.run_batch(ws, data, batch, Mode::Train, 0, false)?;
+        let states = ws.batch();
+        let mut result = Vec::with_capacity(self.layers().len());
+        for (l, layer) in self.layers().iter().enumerate() {
+            if !layer.is_sampled() {
+                result.push(None);
+                continue;
+            }
+            let shares: Vec<(f64, f64)> = states
+                .par_iter()
+                .zip(batch)
+                .map(|(state, &sample)| {
+                    let input = layer_input(&state.traces, l, data, sample);
+                    let mut active: Vec<u32> = state.traces[l].ids().collect();
+                    active.sort_unstable();
+                    let best = layer.top_neurons(input, top);
+                    let found = best.iter().filter(|id| active.binary_search(id).is_ok());
+                    let want = best.len().max(1) as f64;
+                    (
+                        found.count() as f64 / want,
+                        active.len() as f64 / layer.out_dim() as f64,
+                    )
+                })
+                .collect();
+            let n = shares.len().max(1) as f64;
+            result.push(Some(Recall {
+                recall: shares.iter().map(|s| s.0).sum::<f64>() / n,
+                random: shares.iter().map(|s| s.1).sum::<f64>() / n,
+                samples: shares.len(),
+            }));
+        }
+        Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Offers in any order give the same 5, best first, ties to the lower id.
+    #[test]
+    fn top5_keeps_the_best_five_with_ties_to_the_lower_id() {
+        let offers = [
+            (0.5, 9),
+            (2.0, 4),
+            (0.5, 3),
+            (1.0, 8),
+            (-1.0, 1),
+            (0.5, 6),
+            (3.0, 7),
+        ];
+        let mut forward = Top5::EMPTY;
+        let mut backward = Top5::EMPTY;
+        for &(z, id) in &offers {
+            forward.offer(z, id);
+        }
+        for &(z, id) in offers.iter().rev() {
+            backward.offer(z, id);
+        }
+        let want = Top5([(3.0, 7), (2.0, 4), (1.0, 8), (0.5, 3), (0.5, 6)]);
+        assert_eq!(forward, want);
+        assert_eq!(backward, want);
+        assert_eq!(want.first(), 7);
+        assert_eq!(want.hits(&[4, 6, 11]), [0, 1, 2]);
+    }
+
+    /// Fewer than 5 offers leave empty slots that are never hits; no offer, no prediction.
+    #[test]
+    fn top5_with_few_offers_has_empty_slots() {
+        let mut top = Top5::EMPTY;
+        assert_eq!(top.first(), u32::MAX);
+        top.offer(1.0, 2);
+        assert_eq!(top.first(), 2);
+        assert_eq!(top.hits(&[2, u32::MAX]), [1, 1, 1]);
+    }
+
+    #[test]
+    fn mode_share_counts_the_most_frequent_value_and_breaks_ties_low() {
+        assert_eq!(mode_share(&mut [5, 3, 5, 3, 9], 10), (3, 0.2));
+        assert_eq!(mode_share(&mut [], 4), (u32::MAX, 0.0));
+    }
+}

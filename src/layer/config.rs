@@ -1,0 +1,157 @@
+//! How a layer is described: its non-linearity, weight layout, initialisation, LSH
+//! settings, and the modes a pass runs in.
+
+use rand::RngExt;
+use rand::rngs::Xoshiro256PlusPlus;
+use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
+
+/// A layer's non-linearity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `max(0, z)`.
+    Relu,
+    /// `z`.
+    Linear,
+    /// Softmax over the active neurons; only for the output layer, which it pairs with the
+    /// cross-entropy loss.
+    Softmax,
+}
+
+/// How a layer stores its `out_dim x in_dim` weight matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightLayout {
+    /// One row per neuron (`out_dim` rows of `in_dim`): a neuron's forward pass is one dot
+    /// product and its update touches one row. Needed for LSH sampling, which hashes rows.
+    NeuronMajor,
+    /// One row per input (`in_dim` rows of `out_dim`): the forward pass is an axpy per
+    /// nonzero input, and an update touches only the rows of the inputs that were nonzero.
+    /// The right choice for a layer fed by very sparse, very wide input (the first layer on
+    /// extreme-classification data: ~75 nonzeros of 135,909 features, 128 neurons), where
+    /// neuron-major storage would read and update whole 135,909-wide rows. Every neuron of
+    /// such a layer is active.
+    InputMajor,
+}
+
+/// How a layer's weights are drawn at construction (biases start at zero).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Init {
+    /// Glorot (Xavier) uniform: `U(-a, a)`, `a = sqrt(6 / (in_dim + out_dim))`. Tiny for a
+    /// very wide layer: 0.003 for a 670K-wide output on 128 inputs.
+    Glorot,
+    /// PyTorch's `nn.Linear` default: `U(-a, a)`, `a = 1 / sqrt(in_dim)`.
+    FanIn,
+    /// `U(-bound, bound)`.
+    Uniform {
+        /// Half-width of the interval.
+        bound: f32,
+    },
+    /// `N(0, std^2)`; `std = 1` is PyTorch's `nn.EmbeddingBag` default, the usual first
+    /// layer on sparse extreme-classification input.
+    Normal {
+        /// Standard deviation.
+        std: f32,
+    },
+}
+
+impl Init {
+    pub(crate) fn validate(&self) -> std::result::Result<(), &'static str> {
+        match *self {
+            Init::Uniform { bound: x } | Init::Normal { std: x } if !(x.is_finite() && x > 0.0) => {
+                Err("the init scale must be a positive number")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn draw(&self, in_dim: usize, out_dim: usize, rng: &mut Xoshiro256PlusPlus) -> f32 {
+        match *self {
+            Init::Glorot => {
+                let a = (6.0 / (in_dim + out_dim) as f64).sqrt() as f32;
+                rng.random_range(-a..a)
+            }
+            Init::FanIn => {
+                let a = (1.0 / in_dim as f64).sqrt() as f32;
+                rng.random_range(-a..a)
+            }
+            Init::Uniform { bound } => rng.random_range(-bound..bound),
+            Init::Normal { std } => {
+                // Box-Muller on (0, 1] x [0, 1).
+                let u1 = 1.0 - rng.random::<f64>();
+                let u2 = rng.random::<f64>();
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                (z * f64::from(std)) as f32
+            }
+        }
+    }
+}
+
+/// LSH sampling settings of a layer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LshConfig {
+    /// Hash family.
+    pub family: FamilyKind,
+    /// `K`, `L`, `range_pow`.
+    pub params: LshParams,
+    /// Most neurons per bucket.
+    pub bucket_capacity: usize,
+    /// What a full bucket does.
+    pub policy: BucketPolicy,
+    /// How candidates become the active set (budget, minimum with random fill).
+    pub sampling: Sampling,
+    /// Output layer only: the sampled-softmax (log-Q) correction in training. Each
+    /// non-label active output's logit is raised by `ln((n - f) / (a - f))` before the
+    /// softmax (`n` outputs, `a` active, `f` of them forced labels), as if the `a - f`
+    /// negatives had been drawn uniformly from the `n - f`: each stands for `(n - f) /
+    /// (a - f)` outputs, and the loss estimates the full softmax's instead of the loss over
+    /// the active set alone. Without it every output that is rarely sampled as a negative is
+    /// rarely pushed down, and under exact scoring such outputs outrank the labels.
+    ///
+    /// When the sampling also draws `random_extra` uniformly random ids, the tables' picks
+    /// count as certain, like the forced ids: they are scored as themselves, and only the
+    /// random ids are shifted, by `ln((n - f - t) / r)` for `t` table picks and `r` random
+    /// ids, so that the random ids estimate what the forced and retrieved ones leave out.
+    pub log_q: bool,
+    /// This many neurons that score highest for the mean input of the latest training
+    /// batch (recomputed every 8 steps and at every table rebuild) join every sample's
+    /// active set, in training and in LSH-mode evaluation.
+    /// In an output layer fed by ReLU units every input shares a positive mean direction,
+    /// and outputs aligned with it ("hubs") score high for every input; dense training
+    /// pushes them down at every step, sampled training only when it happens to draw
+    /// them. Sampled with certainty, they get no log-Q shift. 0 turns this off.
+    pub shared_negatives: usize,
+    /// Hash each input minus the mean input of a recent training batch (refreshed with the
+    /// shared negatives) instead of the input itself. Rank-based families (WTA, DWTA) then
+    /// see which coordinates are high for this input rather than which are high for every
+    /// input (with ReLU inputs the same few coordinates win most bins for every sample).
+    pub center_queries: bool,
+}
+
+/// One layer of a network.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerConfig {
+    /// Number of neurons.
+    pub out_dim: usize,
+    /// Non-linearity.
+    pub activation: Activation,
+    /// Weight storage.
+    pub layout: WeightLayout,
+    /// How the weights are drawn.
+    pub init: Init,
+    /// `None`: every neuron is active. `Some`: LSH picks the active neurons per sample.
+    pub lsh: Option<LshConfig>,
+}
+
+/// Whether a pass trains or evaluates, and how the output layer picks neurons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// LSH sampling, with the sample's labels forced into the output layer's active set.
+    Train,
+    /// Every output neuron computed (exact scores); hidden LSH layers sample as in training,
+    /// without forced labels.
+    EvalExact,
+    /// Every LSH layer samples, the output layer included, without forced labels: fast,
+    /// approximate predictions.
+    EvalLsh,
+    /// Every neuron of every layer active, as if no layer were sampled.
+    EvalDense,
+}

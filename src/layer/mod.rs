@@ -1,0 +1,365 @@
+//! The sparse fully-connected layer: parameters in one contiguous allocation, LSH tables
+//! over its neuron rows, and (in the submodules) how it is described ([`config`]), the
+//! per-sample passes over active neurons ([`passes`]), the caller-owned trace of a sample
+//! ([`trace`]) and its state in plain arrays ([`state`]). The sparse Adam update is in
+//! [`crate::optimizer`].
+//!
+//! # Example
+//!
+//! A layer trained on its own, with a loss of the caller's (squared error on the active
+//! outputs, pushing neuron 3 towards 1 for this one input):
+//!
+//! ```
+//! use slide::lsh::Vector;
+//! use slide::{
+//!     Activation, Adam, AdamConfig, Init, LayerConfig, LayerTrace, Mode, SparseLayer,
+//!     UpdateScratch, WeightLayout, sample_rng,
+//! };
+//!
+//! let config = LayerConfig {
+//!     out_dim: 8,
+//!     activation: Activation::Linear,
+//!     layout: WeightLayout::NeuronMajor,
+//!     init: Init::Glorot,
+//!     lsh: None,
+//! };
+//! let mut layer = SparseLayer::new(4, &config, 1)?;
+//! let adam = Adam::new(AdamConfig { lr: 0.05, ..AdamConfig::default() })?;
+//! let (mut scratch, mut update) = (layer.select_scratch(), UpdateScratch::default());
+//! let mut trace = LayerTrace::new();
+//! let x = [1.0, 0.5, -0.5, 0.25];
+//! for _ in 0..100 {
+//!     let input = Vector::Dense(&x);
+//!     layer.select_active(input, &[], Mode::Train, &mut sample_rng(0), &mut scratch, &mut trace)?;
+//!     layer.forward(input, &mut trace)?;
+//!     let out = trace.outputs().to_vec();
+//!     for (p, g) in trace.gradient_mut().iter_mut().enumerate() {
+//!         let target = if p == 3 { 1.0 } else { 0.0 };
+//!         *g = out[p] - target;
+//!     }
+//!     let mut input_gradient = Vec::new();
+//!     layer.backward(input, &mut trace, &mut input_gradient)?;
+//!     layer.update(&[(input, &trace)][..], 1.0, &adam, &mut update)?;
+//! }
+//! layer.forward(Vector::Dense(&x), &mut trace)?;
+//! assert!((trace.outputs()[3] - 1.0).abs() < 0.05, "{:?}", trace.outputs());
+//! # Ok::<(), slide::SlideError>(())
+//! ```
+
+pub mod config;
+pub mod passes;
+pub mod state;
+pub mod trace;
+
+use rand::SeedableRng;
+use rand::rngs::Xoshiro256PlusPlus;
+use slide_lsh::{
+    CodeBuffer, HashTables, LshFamily, QueryScratch, Sampling, TablesConfig, TablesStats, Vector,
+};
+
+pub use config::{Activation, Init, LayerConfig, LshConfig, Mode, WeightLayout};
+pub(crate) use passes::ranks_before;
+pub use state::LayerState;
+use trace::QueryBuffers;
+pub use trace::{LayerBatch, LayerTrace, SelectScratch};
+
+use crate::error::{Result, config_error};
+
+/// The random stream a layer's sampling draws from (random fill, random extra ids).
+pub type SampleRng = Xoshiro256PlusPlus;
+
+/// A [`SampleRng`] seeded from `seed`: seed each sample's stream from the step and the
+/// sample's position for results that do not depend on the thread count.
+pub fn sample_rng(seed: u64) -> SampleRng {
+    SampleRng::seed_from_u64(seed)
+}
+
+pub(crate) struct LshState {
+    pub(crate) family: LshFamily,
+    pub(crate) tables: HashTables,
+    pub(crate) sampling: Sampling,
+    pub(crate) log_q: bool,
+    pub(crate) shared_negatives: usize,
+    /// The neurons that scored highest for the mean input at the last refresh.
+    pub(crate) shared: Vec<u32>,
+    pub(crate) center_queries: bool,
+    /// The mean input subtracted from queries (empty until the first refresh).
+    pub(crate) center: Vec<f32>,
+    /// What the tables held after the last rebuild.
+    pub(crate) stats: TablesStats,
+}
+
+/// A fully-connected layer `in_dim -> out_dim` whose weights live in one contiguous,
+/// SIMD-padded allocation next to their Adam moments. See the [module documentation](self)
+/// for a layer trained on its own, and the crate documentation for a [`Network`](crate::Network).
+pub struct SparseLayer {
+    pub(crate) in_dim: usize,
+    pub(crate) out_dim: usize,
+    pub(crate) activation: Activation,
+    pub(crate) layout: WeightLayout,
+    /// Floats per stored row: the row length rounded up to 16 (64 bytes).
+    pub(crate) stride: usize,
+    /// Row `r` of the weights, then its Adam moments: `[w | m | v]`, each `stride` floats,
+    /// in one block of `3 * stride` at `r * 3 * stride`. An update reads and writes one
+    /// contiguous 1.5 KB block for a 128-wide row instead of three scattered ones; the update
+    /// of randomly chosen rows is bound by memory traffic, so this is what it costs.
+    pub(crate) params: Vec<f32>,
+    pub(crate) bias: Vec<f32>,
+    pub(crate) row_steps: Vec<u32>,
+    pub(crate) bias_m: Vec<f32>,
+    pub(crate) bias_v: Vec<f32>,
+    pub(crate) bias_steps: Vec<u32>,
+    pub(crate) lsh: Option<LshState>,
+}
+
+fn padded(len: usize) -> usize {
+    len.div_ceil(16) * 16
+}
+
+impl SparseLayer {
+    /// A layer with weights drawn from `seed` as `config.init` says, zero biases and zero
+    /// Adam state. LSH tables are built from the initial
+    /// weights.
+    pub fn new(in_dim: usize, config: &LayerConfig, seed: u64) -> Result<Self> {
+        let what = || format!("layer {in_dim} -> {}", config.out_dim);
+        if in_dim == 0 || config.out_dim == 0 {
+            return Err(config_error(what(), "dimensions must be at least 1"));
+        }
+        if in_dim > u32::MAX as usize || config.out_dim > u32::MAX as usize {
+            return Err(config_error(what(), "dimensions must be below 2^32"));
+        }
+        if config.layout == WeightLayout::InputMajor && config.lsh.is_some() {
+            return Err(config_error(
+                what(),
+                "LSH sampling hashes neuron rows and needs the neuron-major layout",
+            ));
+        }
+        let (rows, row_len) = match config.layout {
+            WeightLayout::NeuronMajor => (config.out_dim, in_dim),
+            WeightLayout::InputMajor => (in_dim, config.out_dim),
+        };
+        let stride = padded(row_len);
+        let total = rows
+            .checked_mul(3 * stride)
+            .ok_or_else(|| config_error(what(), "weight matrix too large"))?;
+        config
+            .init
+            .validate()
+            .map_err(|e| config_error(what(), e))?;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut params = vec![0.0f32; total];
+        for row in params.chunks_exact_mut(3 * stride) {
+            for w in &mut row[..row_len] {
+                *w = config.init.draw(in_dim, config.out_dim, &mut rng);
+            }
+        }
+        let mut layer = SparseLayer {
+            in_dim,
+            out_dim: config.out_dim,
+            activation: config.activation,
+            layout: config.layout,
+            stride,
+            params,
+            bias: vec![0.0; config.out_dim],
+            row_steps: vec![0; rows],
+            bias_m: vec![0.0; config.out_dim],
+            bias_v: vec![0.0; config.out_dim],
+            bias_steps: vec![0; config.out_dim],
+            lsh: None,
+        };
+        if let Some(lsh) = &config.lsh {
+            lsh.sampling.validate(lsh.params.l)?;
+            let family = LshFamily::new(lsh.family, in_dim, lsh.params, seed ^ 0x6c73_6800)?;
+            let tables = HashTables::new(TablesConfig::for_family(
+                lsh.params,
+                config.out_dim,
+                lsh.bucket_capacity,
+                lsh.policy,
+                seed ^ 0x7462_6c00,
+            ))?;
+            let stats = tables.stats();
+            layer.lsh = Some(LshState {
+                family,
+                tables,
+                sampling: lsh.sampling,
+                log_q: lsh.log_q,
+                shared_negatives: lsh.shared_negatives,
+                shared: Vec::with_capacity(lsh.shared_negatives),
+                center_queries: lsh.center_queries,
+                center: Vec::new(),
+                stats,
+            });
+            layer.rebuild_tables()?;
+        }
+        Ok(layer)
+    }
+
+    /// Input dimension.
+    pub fn in_dim(&self) -> usize {
+        self.in_dim
+    }
+
+    /// Number of neurons.
+    pub fn out_dim(&self) -> usize {
+        self.out_dim
+    }
+
+    /// The non-linearity.
+    pub fn activation(&self) -> Activation {
+        self.activation
+    }
+
+    /// The weight layout.
+    pub fn layout(&self) -> WeightLayout {
+        self.layout
+    }
+
+    /// Whether LSH picks this layer's active neurons.
+    pub fn is_sampled(&self) -> bool {
+        self.lsh.is_some()
+    }
+
+    /// Length of a stored row: `in_dim` (neuron-major) or `out_dim` (input-major).
+    pub(crate) fn row_len(&self) -> usize {
+        match self.layout {
+            WeightLayout::NeuronMajor => self.in_dim,
+            WeightLayout::InputMajor => self.out_dim,
+        }
+    }
+
+    fn index(&self, neuron: usize, input: usize) -> usize {
+        assert!(
+            neuron < self.out_dim && input < self.in_dim,
+            "weight index out of range"
+        );
+        match self.layout {
+            WeightLayout::NeuronMajor => neuron * 3 * self.stride + input,
+            WeightLayout::InputMajor => input * 3 * self.stride + neuron,
+        }
+    }
+
+    /// Stored row `r`'s weights (`stride` floats, zero past the row length).
+    #[inline]
+    pub(crate) fn row(&self, r: usize) -> &[f32] {
+        &self.params[r * 3 * self.stride..][..self.stride]
+    }
+
+    /// The weight from `input` to `neuron`. Panics if either is out of range.
+    pub fn weight(&self, neuron: usize, input: usize) -> f32 {
+        self.params[self.index(neuron, input)]
+    }
+
+    /// Sets the weight from `input` to `neuron` (the LSH tables are not rebuilt).
+    pub fn set_weight(&mut self, neuron: usize, input: usize, value: f32) {
+        let i = self.index(neuron, input);
+        self.params[i] = value;
+    }
+
+    /// The bias of `neuron`.
+    pub fn bias(&self, neuron: usize) -> f32 {
+        self.bias[neuron]
+    }
+
+    /// Sets the bias of `neuron`.
+    pub fn set_bias(&mut self, neuron: usize, value: f32) {
+        self.bias[neuron] = value;
+    }
+
+    /// Adam's `(m, v)` for the weight from `input` to `neuron`, and the update count of the
+    /// row holding it.
+    pub fn adam_state(&self, neuron: usize, input: usize) -> (f32, f32, u32) {
+        let i = self.index(neuron, input);
+        let row = i / (3 * self.stride);
+        (
+            self.params[i + self.stride],
+            self.params[i + 2 * self.stride],
+            self.row_steps[row],
+        )
+    }
+
+    /// Heap bytes held by parameters, optimizer state and hash tables.
+    pub fn memory_bytes(&self) -> usize {
+        let floats = self.params.len() + self.bias.len() * 3;
+        let tables = self
+            .lsh
+            .as_ref()
+            .map_or(0, |l| l.tables.stats().memory_bytes);
+        floats * 4 + (self.row_steps.len() + self.bias_steps.len()) * 4 + tables
+    }
+
+    /// Re-hashes every neuron's weight row into the layer's tables (no-op for dense layers).
+    pub fn rebuild_tables(&mut self) -> Result<()> {
+        if let Some(lsh) = &mut self.lsh {
+            lsh.tables
+                .rebuild_dense(&lsh.family, &self.params, 3 * self.stride)?;
+            lsh.stats = lsh.tables.stats();
+        }
+        Ok(())
+    }
+
+    /// What the LSH tables held after the last rebuild (bucket occupancy, ids dropped by
+    /// full buckets); `None` for a layer without LSH.
+    pub fn table_stats(&self) -> Option<TablesStats> {
+        self.lsh.as_ref().map(|l| l.stats)
+    }
+
+    /// The most neurons one sample can activate when `forced` labels are forced in.
+    pub(crate) fn max_active(&self, forced: usize) -> usize {
+        match &self.lsh {
+            Some(lsh) => lsh
+                .tables
+                .max_sampled(&lsh.sampling, forced + lsh.shared_negatives),
+            None => self.out_dim,
+        }
+    }
+
+    /// Per-thread query scratch, sized up front so no query allocates.
+    /// The scratch [`select_active`](Self::select_active) needs for this layer, one per
+    /// thread (see [`SelectScratch`]).
+    pub fn select_scratch(&self) -> SelectScratch {
+        SelectScratch {
+            buffers: self.lsh.as_ref().map(|lsh| QueryBuffers {
+                codes: CodeBuffer::for_family(&lsh.family),
+                query: QueryScratch::for_tables(&lsh.tables),
+                forced: Vec::with_capacity(1024 + lsh.shared_negatives),
+                centered: Vec::with_capacity(if lsh.center_queries { self.in_dim } else { 0 }),
+            }),
+            shape: (self.in_dim, self.out_dim),
+        }
+    }
+
+    /// Refreshes what the layer derives from the mean input of a recent training batch:
+    /// the shared negatives (see [`LshConfig::shared_negatives`]), the neurons with the
+    /// highest pre-activation for `mean_input`, and the query center (see
+    /// [`LshConfig::center_queries`]).
+    ///
+    /// A [`Network`](crate::Network) calls this every 8 steps and at every rebuild;
+    /// a caller training the layer on its own calls it as often as it likes (no-op for a
+    /// layer without LSH). Panics if `mean_input` is not `in_dim` long.
+    pub fn refresh_mean_input(&mut self, mean_input: &[f32]) {
+        assert_eq!(mean_input.len(), self.in_dim, "mean input length");
+        let Some(count) = self.lsh.as_ref().map(|l| l.shared_negatives) else {
+            return;
+        };
+        let best = if count > 0 {
+            self.top_neurons(Vector::Dense(mean_input), count)
+        } else {
+            Vec::new()
+        };
+        if let Some(lsh) = &mut self.lsh {
+            lsh.shared.clear();
+            lsh.shared.extend_from_slice(&best);
+            if lsh.center_queries {
+                lsh.center.clear();
+                lsh.center.extend_from_slice(mean_input);
+            }
+        }
+    }
+
+    /// Whether the layer uses the mean input (shared negatives or centered queries).
+    pub(crate) fn uses_mean_input(&self) -> bool {
+        self.lsh
+            .as_ref()
+            .is_some_and(|l| l.shared_negatives > 0 || l.center_queries)
+    }
+}

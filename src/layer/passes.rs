@@ -1,0 +1,351 @@
+//! The per-sample passes of a layer over its active neurons: selection (LSH or every
+//! neuron), forward, backward, and the exact scoring of every neuron that evaluation and
+//! the shared negatives use.
+
+use rayon::prelude::*;
+use slide_lsh::{HashFamily, SampleCounts, Vector};
+
+use super::trace::SelectScratch;
+use super::{Activation, LayerTrace, Mode, SampleRng, SparseLayer, WeightLayout};
+use crate::error::{Result, SlideError};
+use crate::kernels::{Kernels, kernels, sparse_dot};
+
+impl SparseLayer {
+    /// Picks one sample's active neurons for `input` into `trace`: in [`Mode::Train`] and
+    /// [`Mode::EvalLsh`] an LSH layer queries its tables (with `forced` ids, e.g. the
+    /// sample's labels, always in the set in training, and the layer's shared negatives);
+    /// otherwise every neuron is active. `rng` draws the random ids the sampling adds;
+    /// `scratch` comes from [`select_scratch`](Self::select_scratch) of this layer.
+    ///
+    /// Errors: an input that does not fit the layer (wrong length, an index out of range,
+    /// a non-finite value), a forced id out of range, or a scratch made for another layer.
+    pub fn select_active(
+        &self,
+        input: Vector<'_>,
+        forced: &[u32],
+        mode: Mode,
+        rng: &mut SampleRng,
+        scratch: &mut SelectScratch,
+        trace: &mut LayerTrace,
+    ) -> Result<()> {
+        self.check_input(input)?;
+        if let Some(&id) = forced.iter().find(|&&id| id as usize >= self.out_dim) {
+            return Err(SlideError::LabelOutOfRange {
+                sample: 0,
+                label: id,
+                num_labels: self.out_dim,
+            });
+        }
+        if scratch.shape != (self.in_dim, self.out_dim)
+            || scratch.buffers.is_some() != self.lsh.is_some()
+        {
+            return Err(self.misuse("the scratch was made for another layer"));
+        }
+        self.select(input, forced, mode, rng, scratch, trace)
+    }
+
+    /// [`select_active`](Self::select_active) without the checks: `input` fits the layer,
+    /// `forced` ids are in range and `scratch` is this layer's.
+    pub(crate) fn select(
+        &self,
+        input: Vector<'_>,
+        forced: &[u32],
+        mode: Mode,
+        rng: &mut SampleRng,
+        scratch: &mut SelectScratch,
+        trace: &mut LayerTrace,
+    ) -> Result<()> {
+        trace.reserve(self.max_active(forced.len()));
+        trace.shape = (self.in_dim, self.out_dim);
+        trace.dense = true;
+        trace.sources = SampleCounts::default();
+        trace.shared = 0;
+        trace.logit_shift = 0.0;
+        trace.shift_from = 0;
+        let buffers = scratch.buffers.as_mut();
+        if let (Some(lsh), Mode::Train | Mode::EvalLsh, Some(b)) = (&self.lsh, mode, buffers) {
+            let query = if lsh.center.is_empty() {
+                input
+            } else {
+                b.centered.clear();
+                b.centered.extend(lsh.center.iter().map(|c| -c));
+                input.for_each_nonzero(|i, v| b.centered[i] += v);
+                Vector::Dense(&b.centered)
+            };
+            let codes = lsh.family.hash(query, &mut b.codes)?;
+            b.forced.clear();
+            if mode == Mode::Train {
+                b.forced.extend_from_slice(forced);
+            }
+            // The shared negatives are the outputs that score highest for the average
+            // input: candidates for every sample, in training and in LSH-mode evaluation.
+            b.forced.extend_from_slice(&lsh.shared);
+            trace.sources = lsh.tables.sample(
+                codes,
+                &lsh.sampling,
+                &b.forced,
+                rng,
+                &mut b.query,
+                &mut trace.active,
+            )?;
+            let labels = if mode == Mode::Train { forced.len() } else { 0 };
+            trace.shared = trace.sources.forced.saturating_sub(labels);
+            if mode == Mode::Train && lsh.log_q {
+                (trace.shift_from, trace.logit_shift) =
+                    log_q_shift(self.out_dim, &trace.sources, lsh.sampling.random_extra > 0);
+            }
+            trace.dense = false;
+        }
+        Ok(())
+    }
+
+    /// Forward pass of one sample over the active neurons
+    /// [`select_active`](Self::select_active) chose: their activations into the trace's
+    /// [`outputs`](LayerTrace::outputs). Returns the multiply-adds spent.
+    ///
+    /// Errors: an input that does not fit the layer, or a trace selected by another layer.
+    pub fn forward(&self, input: Vector<'_>, trace: &mut LayerTrace) -> Result<u64> {
+        self.check_input(input)?;
+        self.check_trace(trace)?;
+        Ok(self.forward_active(input, trace))
+    }
+
+    /// [`forward`](Self::forward) without the checks.
+    pub(crate) fn forward_active(&self, input: Vector<'_>, trace: &mut LayerTrace) -> u64 {
+        let k = kernels();
+        let input_nnz = input.nnz();
+        let sampled = !trace.dense;
+        let active = if sampled {
+            trace.active.len()
+        } else {
+            self.out_dim
+        };
+        trace.out.clear();
+        match self.layout {
+            WeightLayout::NeuronMajor => {
+                for position in 0..active {
+                    let j = if sampled {
+                        trace.active[position] as usize
+                    } else {
+                        position
+                    };
+                    trace.out.push(self.neuron_logit(k, j, input));
+                }
+            }
+            WeightLayout::InputMajor => {
+                trace.out.extend_from_slice(&self.bias);
+                input.for_each_nonzero(|i, v| {
+                    (k.axpy)(v, &self.row(i)[..self.out_dim], &mut trace.out);
+                });
+            }
+        }
+        match self.activation {
+            Activation::Relu => trace.out.iter_mut().for_each(|z| *z = z.max(0.0)),
+            Activation::Linear => {}
+            Activation::Softmax => {
+                if sampled && trace.logit_shift != 0.0 {
+                    let shift = trace.logit_shift;
+                    trace.out[trace.shift_from..]
+                        .iter_mut()
+                        .for_each(|z| *z += shift);
+                }
+                softmax_in_place(&mut trace.out)
+            }
+        }
+        (active * input_nnz) as u64
+    }
+
+    /// Backward pass of one sample: reads the gradient of the loss on the active outputs
+    /// (written into [`LayerTrace::gradient_mut`]), replaces it with the gradient on their
+    /// pre-activations (through the activation: ReLU's mask, or the softmax's Jacobian over
+    /// the active set), and writes into `input_gradient` the gradient on the input's entries:
+    /// `in_dim` values for a dense input, one per nonzero (in order) for a sparse one.
+    /// Returns the multiply-adds spent.
+    ///
+    /// Errors: an input that does not fit the layer, a trace selected by another layer, or
+    /// a gradient buffer not as long as the active set.
+    pub fn backward(
+        &self,
+        input: Vector<'_>,
+        trace: &mut LayerTrace,
+        input_gradient: &mut Vec<f32>,
+    ) -> Result<u64> {
+        self.check_input(input)?;
+        self.check_trace(trace)?;
+        if trace.delta.len() != trace.out.len() {
+            return Err(self.misuse("the gradient must have one value per active neuron"));
+        }
+        self.activation_gradient(trace);
+        Ok(self.input_gradient(trace, input, input_gradient))
+    }
+
+    /// Turns the gradient on the active outputs in `trace` into the gradient on their
+    /// pre-activations.
+    pub(crate) fn activation_gradient(&self, trace: &mut LayerTrace) {
+        match self.activation {
+            Activation::Relu => {
+                for (g, &a) in trace.delta.iter_mut().zip(&trace.out) {
+                    if a <= 0.0 {
+                        *g = 0.0;
+                    }
+                }
+            }
+            Activation::Linear => {}
+            Activation::Softmax => {
+                // d_j = p_j (g_j - sum_k p_k g_k)
+                let mean: f32 = trace.delta.iter().zip(&trace.out).map(|(g, p)| g * p).sum();
+                for (g, &p) in trace.delta.iter_mut().zip(&trace.out) {
+                    *g = p * (*g - mean);
+                }
+            }
+        }
+    }
+
+    fn check_input(&self, input: Vector<'_>) -> Result<()> {
+        input
+            .validate(self.in_dim)
+            .map_err(|e| crate::error::input_error(0, e))
+    }
+
+    fn check_trace(&self, trace: &LayerTrace) -> Result<()> {
+        if trace.shape != (self.in_dim, self.out_dim) {
+            return Err(self.misuse("the trace was not selected by this layer"));
+        }
+        Ok(())
+    }
+
+    fn misuse(&self, reason: &str) -> SlideError {
+        crate::error::config_error(format!("layer {} -> {}", self.in_dim, self.out_dim), reason)
+    }
+
+    /// Neuron `j`'s pre-activation for `input`: its bias plus its row's dot product with
+    /// the input. Neuron-major layers only (LSH layers always are); `k` is the kernel table,
+    /// passed in so hot loops look it up once.
+    #[inline]
+    pub(crate) fn neuron_logit(&self, k: &Kernels, j: usize, input: Vector<'_>) -> f32 {
+        debug_assert_eq!(self.layout, WeightLayout::NeuronMajor);
+        let row = &self.row(j)[..self.in_dim];
+        self.bias[j]
+            + match input {
+                Vector::Dense(x) => (k.dot)(row, x),
+                Vector::Sparse { indices, values } => sparse_dot(row, indices, values),
+            }
+    }
+
+    /// The ids of the `top` neurons with the highest pre-activation for `input` (every
+    /// neuron scored, in parallel over blocks of neurons; ties: the lower id, see
+    /// [`ranks_before`]), best first. Neuron-major layers only.
+    pub(crate) fn top_neurons(&self, input: Vector<'_>, top: usize) -> Vec<u32> {
+        const BLOCK: usize = 4096;
+        if top == 0 {
+            return Vec::new();
+        }
+        let k = kernels();
+        let offer = |best: &mut Vec<(f32, u32)>, z: f32, id: u32| {
+            if best.len() < top || ranks_before((z, id), best[best.len() - 1]) {
+                let at = best.partition_point(|&b| ranks_before(b, (z, id)));
+                best.insert(at, (z, id));
+                best.truncate(top);
+            }
+        };
+        let best = (0..self.out_dim.div_ceil(BLOCK))
+            .into_par_iter()
+            .map(|b| {
+                let mut best = Vec::with_capacity(top + 1);
+                for j in b * BLOCK..((b + 1) * BLOCK).min(self.out_dim) {
+                    offer(&mut best, self.neuron_logit(k, j, input), j as u32);
+                }
+                best
+            })
+            .reduce(Vec::new, |mut a, b| {
+                for (z, id) in b {
+                    offer(&mut a, z, id);
+                }
+                a
+            });
+        best.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// The gradient on the input's entries from the gradient on the active pre-activations
+    /// in `trace`: `out[p] = sum_j delta_j w[j][i_p]` over the active neurons `j`, for every
+    /// entry `p` of `input` (each index of a dense input, each nonzero of a sparse one).
+    /// Returns the multiply-adds spent.
+    pub(crate) fn input_gradient(
+        &self,
+        trace: &LayerTrace,
+        input: Vector<'_>,
+        out: &mut Vec<f32>,
+    ) -> u64 {
+        let k = kernels();
+        let n_in = input.nnz();
+        out.clear();
+        out.resize(n_in, 0.0);
+        let macs = match self.layout {
+            WeightLayout::NeuronMajor => {
+                for (position, &d) in trace.delta.iter().enumerate() {
+                    let row = self.row(trace.id(position) as usize);
+                    match input {
+                        Vector::Dense(_) => (k.axpy)(d, &row[..self.in_dim], out),
+                        Vector::Sparse { indices, .. } => {
+                            for (g, &i) in out.iter_mut().zip(indices) {
+                                *g += d * row[i as usize];
+                            }
+                        }
+                    }
+                }
+                trace.delta.len() * n_in
+            }
+            WeightLayout::InputMajor => {
+                for (p, g) in out.iter_mut().enumerate() {
+                    let i = match input {
+                        Vector::Dense(_) => p,
+                        Vector::Sparse { indices, .. } => indices[p] as usize,
+                    };
+                    let row = &self.row(i)[..self.out_dim];
+                    *g = (k.dot)(row, &trace.delta);
+                }
+                self.out_dim * n_in
+            }
+        };
+        macs as u64
+    }
+}
+
+/// Whether the scored neuron `a = (logit, id)` ranks before `b`: the higher logit, and on
+/// a tie the lower id, so a ranking does not depend on the order neurons are offered in.
+#[inline]
+pub(crate) fn ranks_before(a: (f32, u32), b: (f32, u32)) -> bool {
+    a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
+}
+
+/// The log-Q shift of a training pass (see [`LshConfig::log_q`]): the first active
+/// position it applies to and the amount. For `n` outputs, `f` forced ids, `t` picked by the
+/// tables and `r` uniformly random ones: with `complement` (the sampling drew random ids on
+/// purpose), the forced ids and the tables' picks are scored as themselves and each random
+/// id stands for `(n - f - t) / r` of the outputs left out, so the shift is
+/// `ln((n - f - t) / r)` from position `f + t`; otherwise every drawn id is taken for a
+/// uniform draw, `ln((n - f) / (t + r))` from position `f`. No shift when no id was forced
+/// or none was drawn.
+fn log_q_shift(out_dim: usize, sources: &SampleCounts, complement: bool) -> (usize, f32) {
+    let (fixed, drawn) = if complement {
+        (sources.forced + sources.from_tables, sources.random_fill)
+    } else {
+        (sources.forced, sources.from_tables + sources.random_fill)
+    };
+    if sources.forced == 0 || drawn == 0 {
+        return (fixed, 0.0);
+    }
+    (fixed, ((out_dim - fixed) as f64 / drawn as f64).ln() as f32)
+}
+
+/// Numerically stable softmax.
+pub(crate) fn softmax_in_place(z: &mut [f32]) {
+    let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f32;
+    for x in z.iter_mut() {
+        *x = (*x - max).exp();
+        sum += *x;
+    }
+    let inv = 1.0 / sum;
+    z.iter_mut().for_each(|x| *x *= inv);
+}

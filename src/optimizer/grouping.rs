@@ -1,0 +1,308 @@
+//! A batch's gradient grouped by stored row: each sample's contributions to a layer are
+//! listed, sorted by (row, sample), and summed row by row in sample order.
+
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+use slide_lsh::Vector;
+
+use crate::kernels::kernels;
+use crate::layer::{LayerBatch, SparseLayer, WeightLayout};
+
+/// One sample's share of one stored row's gradient: `(row, sample)` orders the sum, and
+/// `position` locates the sample's scalar (its delta for a neuron-major row, its input value
+/// for an input-major row).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Contribution {
+    row: u32,
+    pub(super) sample: u32,
+    position: u32,
+}
+
+/// The buffers of an update, reused from step to step (warm updates do not allocate): the
+/// batch's contributions grouped by row, and one gradient row per thread.
+#[derive(Debug, Default)]
+pub struct UpdateScratch {
+    pub(super) contributions: Vec<Contribution>,
+    /// The rows touched, increasing, and where each one's contributions start.
+    pub(super) touched: Vec<u32>,
+    group_starts: Vec<u32>,
+    pub(super) bias_gradient: Vec<f32>,
+    pub(super) gradient_rows: Vec<Mutex<Vec<f32>>>,
+}
+
+impl UpdateScratch {
+    /// The contributions of touched row `k` (in `touched` order), in sample order.
+    pub(super) fn group(&self, k: usize) -> &[Contribution] {
+        &self.contributions[self.group_starts[k] as usize..self.group_starts[k + 1] as usize]
+    }
+
+    /// Lists `layer`'s contributions from `batch`, sorted by (row, sample), and the row
+    /// groups.
+    pub(super) fn group_rows<B: LayerBatch + ?Sized>(&mut self, layer: &SparseLayer, batch: &B) {
+        let layout = layer.layout;
+        // Reserve for the most contributions the batch could produce, so that steps whose
+        // active sets grow do not reallocate: every neuron a sample could activate (with its
+        // forced labels) for a neuron-major layer, the samples' nonzero inputs otherwise.
+        let most: usize = (0..batch.samples())
+            .map(|s| match layout {
+                WeightLayout::NeuronMajor => {
+                    let t = batch.trace(s);
+                    layer.max_active(t.sources.forced.saturating_sub(t.shared))
+                }
+                WeightLayout::InputMajor => batch.input(s).nnz(),
+            })
+            .sum();
+        for v in [&mut self.touched, &mut self.group_starts] {
+            if v.capacity() < most + 1 {
+                v.reserve(most + 1 - v.len());
+            }
+        }
+        let contributions = &mut self.contributions;
+        contributions.clear();
+        if contributions.capacity() < most {
+            contributions.reserve(most);
+        }
+        for s in 0..batch.samples() {
+            let sample = s as u32;
+            match layout {
+                WeightLayout::NeuronMajor => {
+                    let trace = batch.trace(s);
+                    contributions.extend((0..trace.len()).map(|p| Contribution {
+                        row: trace.id(p),
+                        sample,
+                        position: p as u32,
+                    }));
+                }
+                WeightLayout::InputMajor => match batch.input(s) {
+                    Vector::Dense(x) => {
+                        contributions.extend(x.iter().enumerate().filter(|(_, v)| **v != 0.0).map(
+                            |(i, _)| Contribution {
+                                row: i as u32,
+                                sample,
+                                position: i as u32,
+                            },
+                        ));
+                    }
+                    Vector::Sparse { indices, values } => {
+                        contributions.extend(
+                            indices
+                                .iter()
+                                .zip(values)
+                                .enumerate()
+                                .filter(|(_, (_, v))| **v != 0.0)
+                                .map(|(p, (&i, _))| Contribution {
+                                    row: i,
+                                    sample,
+                                    position: p as u32,
+                                }),
+                        );
+                    }
+                },
+            }
+        }
+        contributions.par_sort_unstable_by_key(|c| (c.row, c.sample));
+        self.touched.clear();
+        self.group_starts.clear();
+        for (k, c) in contributions.iter().enumerate() {
+            if self.touched.last() != Some(&c.row) {
+                self.touched.push(c.row);
+                self.group_starts.push(k as u32);
+            }
+        }
+        self.group_starts.push(contributions.len() as u32);
+    }
+
+    /// One gradient row per thread, with room for `row_len` floats.
+    pub(super) fn size_rows(&mut self, row_len: usize) {
+        let threads = rayon::current_num_threads();
+        while self.gradient_rows.len() < threads {
+            self.gradient_rows
+                .push(Mutex::new(Vec::with_capacity(row_len)));
+        }
+    }
+}
+
+/// The gradient of one stored row: the sum, in sample order, of `scale * c_s * vec_s` over
+/// the row's contributions, where `(c_s, vec_s)` is (the sample's delta for the neuron, the
+/// layer's input) for a neuron-major row and (the sample's input value, the layer's delta
+/// vector) for an input-major row.
+pub(super) fn accumulate_row<B: LayerBatch + ?Sized>(
+    layout: WeightLayout,
+    batch: &B,
+    group: &[Contribution],
+    scale: f32,
+    g: &mut [f32],
+) {
+    let k = kernels();
+    g.fill(0.0);
+    for c in group {
+        let (input, trace) = (
+            batch.input(c.sample as usize),
+            batch.trace(c.sample as usize),
+        );
+        match layout {
+            WeightLayout::NeuronMajor => {
+                let d = scale * trace.delta[c.position as usize];
+                match input {
+                    Vector::Dense(x) => (k.axpy)(d, x, g),
+                    Vector::Sparse { indices, values } => {
+                        for (&i, &v) in indices.iter().zip(values) {
+                            g[i as usize] += d * v;
+                        }
+                    }
+                }
+            }
+            WeightLayout::InputMajor => {
+                let v = match input {
+                    Vector::Dense(x) => x[c.position as usize],
+                    Vector::Sparse { values, .. } => values[c.position as usize],
+                };
+                (k.axpy)(scale * v, &trace.delta, g);
+            }
+        }
+    }
+}
+
+/// Bias gradients into `scratch.bias_gradient`, each summed in sample order: one per row
+/// group (touched neuron) for a neuron-major layer, one per neuron for an input-major layer,
+/// all of whose neurons are active.
+pub(super) fn bias_gradients<B: LayerBatch + ?Sized>(
+    layer: &SparseLayer,
+    batch: &B,
+    scale: f32,
+    scratch: &mut UpdateScratch,
+) {
+    let mut out = std::mem::take(&mut scratch.bias_gradient);
+    out.clear();
+    match layer.layout {
+        WeightLayout::NeuronMajor => {
+            out.extend((0..scratch.touched.len()).map(|k| {
+                scratch
+                    .group(k)
+                    .iter()
+                    .map(|c| scale * batch.trace(c.sample as usize).delta[c.position as usize])
+                    .fold(0.0, |sum, x| sum + x)
+            }));
+        }
+        WeightLayout::InputMajor => {
+            out.resize(layer.out_dim, 0.0);
+            for s in 0..batch.samples() {
+                (kernels().axpy)(scale, &batch.trace(s).delta, &mut out);
+            }
+        }
+    }
+    scratch.bias_gradient = out;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layer::{Activation, Init, LayerConfig, LayerTrace};
+
+    fn layer(in_dim: usize, out_dim: usize, layout: WeightLayout) -> SparseLayer {
+        let config = LayerConfig {
+            out_dim,
+            activation: Activation::Linear,
+            layout,
+            init: Init::Glorot,
+            lsh: None,
+        };
+        SparseLayer::new(in_dim, &config, 5).unwrap()
+    }
+
+    fn trace(active: &[u32], delta: &[f32], shape: (usize, usize)) -> LayerTrace {
+        LayerTrace {
+            dense: false,
+            active: active.to_vec(),
+            out: vec![0.0; active.len()],
+            delta: delta.to_vec(),
+            shape,
+            ..LayerTrace::default()
+        }
+    }
+
+    /// Neuron-major rows are the active neurons: grouped by row, samples in order within a
+    /// row, whatever order the samples listed them in.
+    #[test]
+    fn neuron_major_contributions_group_by_neuron_then_sample() {
+        let l = layer(3, 6, WeightLayout::NeuronMajor);
+        let x = [1.0, 0.0, 2.0];
+        let (a, b) = (
+            trace(&[4, 1], &[0.5, -1.0], (3, 6)),
+            trace(&[1, 5, 4], &[2.0, 3.0, 4.0], (3, 6)),
+        );
+        let batch = [(Vector::Dense(&x), &a), (Vector::Dense(&x), &b)];
+        let mut scratch = UpdateScratch::default();
+        scratch.group_rows(&l, &batch[..]);
+        assert_eq!(scratch.touched, [1, 4, 5]);
+        let groups: Vec<Vec<(u32, u32)>> = (0..3)
+            .map(|k| {
+                scratch
+                    .group(k)
+                    .iter()
+                    .map(|c| (c.sample, c.position))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            groups,
+            [vec![(0, 1), (1, 0)], vec![(0, 0), (1, 2)], vec![(1, 1)]]
+        );
+        // Row 4's gradient: 0.5 * x + 4.0 * x, summed in sample order.
+        let mut g = vec![0.0; 3];
+        accumulate_row(
+            WeightLayout::NeuronMajor,
+            &batch[..],
+            scratch.group(1),
+            1.0,
+            &mut g,
+        );
+        assert_eq!(g, [4.5, 0.0, 9.0]);
+        bias_gradients(&l, &batch[..], 0.5, &mut scratch);
+        assert_eq!(scratch.bias_gradient, [0.5, 2.25, 1.5]);
+    }
+
+    /// Input-major rows are the nonzero inputs: a zero value contributes nothing.
+    #[test]
+    fn input_major_contributions_group_by_nonzero_input() {
+        let l = layer(5, 2, WeightLayout::InputMajor);
+        let dense = trace(&[], &[1.0, -2.0], (5, 2));
+        let dense = LayerTrace {
+            dense: true,
+            out: vec![0.0; 2],
+            ..dense
+        };
+        let (i0, v0) = ([3u32, 0], [2.0f32, 0.0]);
+        let (i1, v1) = ([1u32, 3], [1.0f32, 0.5]);
+        let batch = [
+            (
+                Vector::Sparse {
+                    indices: &i0,
+                    values: &v0,
+                },
+                &dense,
+            ),
+            (
+                Vector::Sparse {
+                    indices: &i1,
+                    values: &v1,
+                },
+                &dense,
+            ),
+        ];
+        let mut scratch = UpdateScratch::default();
+        scratch.group_rows(&l, &batch[..]);
+        assert_eq!(scratch.touched, [1, 3]);
+        let mut g = vec![0.0; 2];
+        accumulate_row(
+            WeightLayout::InputMajor,
+            &batch[..],
+            scratch.group(1),
+            1.0,
+            &mut g,
+        );
+        // Input 3: 2.0 * delta + 0.5 * delta.
+        assert_eq!(g, [2.5, -5.0]);
+    }
+}

@@ -1,0 +1,240 @@
+//! Sparse Adam: a batch's gradient is grouped by stored row, and each row a sample touched
+//! gets one Adam update (in parallel over rows, each row summed in sample order, so the
+//! result does not depend on the thread count). Rows nobody touched are not read.
+
+mod adam;
+mod grouping;
+
+pub use adam::{Adam, AdamConfig};
+pub use grouping::UpdateScratch;
+use grouping::{accumulate_row, bias_gradients};
+
+use crate::error::{Result, config_error};
+use crate::kernels::{AdamStep, kernels};
+use crate::layer::{LayerBatch, SparseLayer, WeightLayout};
+use crate::rows::DisjointRows;
+
+/// What one update did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UpdateCounts {
+    /// Stored rows updated (neurons of a neuron-major layer, inputs of an input-major one).
+    pub rows: usize,
+    /// Multiply-adds of the gradient accumulation and the update.
+    pub multiply_adds: u64,
+}
+
+/// Gradients of the batch loss for one layer, as computed by
+/// [`Network::gradients`](crate::Network::gradients).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LayerGradients {
+    /// Stored rows with a nonzero gradient, increasing (neurons or inputs, by layout).
+    pub rows: Vec<u32>,
+    /// `rows.len()` rows of the stored row length (`in_dim` or `out_dim`).
+    pub weights: Vec<f32>,
+    /// Gradient of every bias (zero for neurons inactive in the whole batch).
+    pub bias: Vec<f32>,
+    /// The active neurons of each sample of the batch (all neurons for dense layers).
+    pub active: Vec<Vec<u32>>,
+}
+
+impl LayerGradients {
+    /// The gradient of the weight from `input` to `neuron` (0 if its row was not touched).
+    pub fn weight(&self, layout: WeightLayout, neuron: usize, input: usize) -> f32 {
+        let (row, col) = match layout {
+            WeightLayout::NeuronMajor => (neuron, input),
+            WeightLayout::InputMajor => (input, neuron),
+        };
+        let len = self.weights.len() / self.rows.len().max(1);
+        match self.rows.binary_search(&(row as u32)) {
+            Ok(k) => self.weights[k * len + col],
+            Err(_) => 0.0,
+        }
+    }
+}
+
+impl SparseLayer {
+    /// One sparse Adam step on the gradient `scale * sum over samples` of `batch` (each
+    /// sample's input to this layer and its trace after [`backward`](Self::backward)):
+    /// every stored row some sample touched gets one update, in parallel over rows, and
+    /// every touched bias one. Rows are summed in sample order, so the result does not
+    /// depend on the thread count. Use `scale = 1 / samples` for a batch-mean loss; a
+    /// single sample is a batch of one.
+    ///
+    /// The LSH tables are not rebuilt: call [`rebuild_tables`](Self::rebuild_tables) on a
+    /// schedule of your own.
+    ///
+    /// Errors: an empty batch, an input that does not fit the layer, a trace selected by
+    /// another layer or without its gradient.
+    pub fn update<B: LayerBatch + ?Sized>(
+        &mut self,
+        batch: &B,
+        scale: f32,
+        adam: &Adam,
+        scratch: &mut UpdateScratch,
+    ) -> Result<UpdateCounts> {
+        let what = || format!("layer {} -> {} update", self.in_dim, self.out_dim);
+        if batch.samples() == 0 {
+            return Err(config_error(what(), "the batch is empty"));
+        }
+        for s in 0..batch.samples() {
+            let trace = batch.trace(s);
+            batch
+                .input(s)
+                .validate(self.in_dim)
+                .map_err(|e| crate::error::input_error(s, e))?;
+            if trace.shape != (self.in_dim, self.out_dim) || trace.delta.len() != trace.len() {
+                return Err(config_error(
+                    what(),
+                    format!("sample {s}'s trace is not this layer's after a backward pass"),
+                ));
+            }
+        }
+        Ok(self.apply_update(batch, scale, adam, scratch))
+    }
+
+    /// [`update`](Self::update) without the checks.
+    pub(crate) fn apply_update<B: LayerBatch + ?Sized>(
+        &mut self,
+        batch: &B,
+        scale: f32,
+        adam: &Adam,
+        scratch: &mut UpdateScratch,
+    ) -> UpdateCounts {
+        scratch.group_rows(self, batch);
+        let (layout, row_len, stride) = (self.layout, self.row_len(), self.stride);
+        scratch.size_rows(row_len);
+        let mut rows = DisjointRows::new(&mut self.params, &mut self.row_steps, stride);
+        let shared = &*scratch;
+        rows.par_for_each_init(
+            &shared.touched,
+            || {
+                // Each worker locks only its own gradient row, once per run of rows.
+                let worker =
+                    rayon::current_thread_index().unwrap_or(0) % shared.gradient_rows.len();
+                shared.gradient_rows[worker]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+            },
+            |g, k, row| {
+                g.resize(row_len, 0.0);
+                accumulate_row(layout, batch, shared.group(k), scale, g);
+                *row.steps += 1;
+                (kernels().adam)(
+                    &mut row.w[..row_len],
+                    g,
+                    &mut row.m[..row_len],
+                    &mut row.v[..row_len],
+                    &adam.step(*row.steps),
+                );
+            },
+        );
+        // Counted here rather than in the parallel loop, which would contend on one counter.
+        let mut macs = (scratch.touched.len() * row_len) as u64;
+        for c in &scratch.contributions {
+            macs += match layout {
+                WeightLayout::NeuronMajor => batch.input(c.sample as usize).nnz() as u64,
+                WeightLayout::InputMajor => row_len as u64,
+            };
+        }
+        // Biases: one per neuron. Neuron-major rows are neurons; an input-major layer has all
+        // its neurons active, so all its biases move.
+        bias_gradients(self, batch, scale, scratch);
+        let a = adam.config();
+        for (k, &g) in scratch.bias_gradient.iter().enumerate() {
+            let neuron = match layout {
+                WeightLayout::NeuronMajor => scratch.touched[k] as usize,
+                WeightLayout::InputMajor => k,
+            };
+            self.bias_steps[neuron] += 1;
+            let s = AdamStep::new(a.lr, a.beta1, a.beta2, a.eps, self.bias_steps[neuron]);
+            (kernels().adam)(
+                std::slice::from_mut(&mut self.bias[neuron]),
+                &[g],
+                std::slice::from_mut(&mut self.bias_m[neuron]),
+                std::slice::from_mut(&mut self.bias_v[neuron]),
+                &s,
+            );
+        }
+        UpdateCounts {
+            rows: scratch.touched.len(),
+            multiply_adds: macs,
+        }
+    }
+
+    /// The gradient [`apply_update`](Self::apply_update) would apply, without applying it.
+    pub(crate) fn batch_gradients<B: LayerBatch + ?Sized>(
+        &self,
+        batch: &B,
+        scale: f32,
+        scratch: &mut UpdateScratch,
+    ) -> LayerGradients {
+        scratch.group_rows(self, batch);
+        let row_len = self.row_len();
+        let mut weights = vec![0.0f32; scratch.touched.len() * row_len];
+        for (k, g) in weights.chunks_exact_mut(row_len).enumerate() {
+            accumulate_row(self.layout, batch, scratch.group(k), scale, g);
+        }
+        bias_gradients(self, batch, scale, scratch);
+        let bias = match self.layout {
+            WeightLayout::InputMajor => scratch.bias_gradient.clone(),
+            WeightLayout::NeuronMajor => {
+                let mut dense = vec![0.0f32; self.out_dim];
+                for (&neuron, &g) in scratch.touched.iter().zip(&scratch.bias_gradient) {
+                    dense[neuron as usize] = g;
+                }
+                dense
+            }
+        };
+        LayerGradients {
+            rows: scratch.touched.clone(),
+            weights,
+            bias,
+            active: (0..batch.samples())
+                .map(|s| batch.trace(s).ids().collect())
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layer::{Activation, Init, LayerConfig, LayerTrace};
+    use slide_lsh::Vector;
+
+    fn layer(in_dim: usize, out_dim: usize, layout: WeightLayout) -> SparseLayer {
+        let config = LayerConfig {
+            out_dim,
+            activation: Activation::Linear,
+            layout,
+            init: Init::Glorot,
+            lsh: None,
+        };
+        SparseLayer::new(in_dim, &config, 5).unwrap()
+    }
+
+    fn trace(active: &[u32], delta: &[f32], shape: (usize, usize)) -> LayerTrace {
+        LayerTrace {
+            dense: false,
+            active: active.to_vec(),
+            out: vec![0.0; active.len()],
+            delta: delta.to_vec(),
+            shape,
+            ..LayerTrace::default()
+        }
+    }
+
+    /// A layer-level update checks what it is given before touching anything.
+    #[test]
+    fn update_refuses_a_trace_from_another_layer() {
+        let mut l = layer(3, 6, WeightLayout::NeuronMajor);
+        let x = [1.0, 0.0, 2.0];
+        let foreign = trace(&[1], &[1.0], (3, 7));
+        let adam = Adam::new(AdamConfig::default()).unwrap();
+        let before = l.export_state();
+        let batch = [(Vector::Dense(&x), &foreign)];
+        let e = l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default());
+        assert!(e.is_err());
+        assert_eq!(l.export_state(), before);
+    }
+}

@@ -1,0 +1,121 @@
+//! What training steps and evaluations report: losses, counters, where the time went,
+//! where active neurons came from, precision at 1/3/5 and the collapse detector.
+
+use std::time::Duration;
+
+/// Where a step's time went. `hashing`, `forward` and `backward` are summed over the
+/// batch's samples (thread time, larger than wall time on several threads); `update` and
+/// `rebuild` are wall time of phases that are parallel inside.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PhaseTimes {
+    /// Hashing inputs and querying tables (LSH layers).
+    pub hashing: Duration,
+    /// Computing the active neurons' activations (hashing excluded).
+    pub forward: Duration,
+    /// Back-propagating deltas.
+    pub backward: Duration,
+    /// Gradient accumulation and Adam.
+    pub update: Duration,
+    /// Table rebuilds.
+    pub rebuild: Duration,
+}
+
+impl std::ops::AddAssign for PhaseTimes {
+    fn add_assign(&mut self, other: Self) {
+        self.hashing += other.hashing;
+        self.forward += other.forward;
+        self.backward += other.backward;
+        self.update += other.update;
+        self.rebuild += other.rebuild;
+    }
+}
+
+/// Counters of one training step, for tests and reports.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StepStats {
+    /// Mean cross-entropy over the batch.
+    pub loss: f64,
+    /// Samples in the batch.
+    pub samples: usize,
+    /// Multiply-adds of the forward, backward and update work.
+    pub multiply_adds: u64,
+    /// Stored weight rows updated, per layer (neurons for neuron-major layers, inputs for
+    /// input-major ones).
+    pub rows_touched: Vec<usize>,
+    /// Mean active neurons per sample, per layer.
+    pub active_per_sample: Vec<f64>,
+    /// Per layer, where a sample's active neurons came from (means over the batch); `None`
+    /// for layers without LSH.
+    pub active_sources: Vec<Option<ActiveSources>>,
+    /// Whether the LSH tables were rebuilt after this step.
+    pub rebuilt: bool,
+    /// Where the time went.
+    pub times: PhaseTimes,
+}
+
+/// Where the active neurons of an LSH layer came from, as means per sample.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ActiveSources {
+    /// Forced ids (the sample's labels in the output layer).
+    pub forced: f64,
+    /// Shared negatives: the neurons that score highest for the mean input, active for
+    /// every sample.
+    pub shared: f64,
+    /// Ids the sampling strategy took from the tables' buckets.
+    pub from_tables: f64,
+    /// Uniformly random ids: the fill up to `min_active` and the `random_extra` ids.
+    pub random_fill: f64,
+    /// Distinct candidates the visited buckets held, before the strategy's cut.
+    pub candidates: f64,
+}
+
+impl ActiveSources {
+    /// Share of the non-label active ids that came from the tables (1 when there are none).
+    pub fn table_share(&self) -> f64 {
+        let total = self.shared + self.from_tables + self.random_fill;
+        if total > 0.0 {
+            self.from_tables / total
+        } else {
+            1.0
+        }
+    }
+}
+
+/// Results of an evaluation pass.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EvalStats {
+    /// Samples evaluated.
+    pub samples: usize,
+    /// Share of samples whose highest-scoring output is one of their labels (P@1; the
+    /// accuracy for single-label data).
+    pub precision_at_1: f64,
+    /// Mean share of the 3 highest-scoring outputs that are labels (P@3).
+    pub precision_at_3: f64,
+    /// Mean share of the 5 highest-scoring outputs that are labels (P@5).
+    pub precision_at_5: f64,
+    /// Mean active output neurons per sample.
+    pub active_outputs: f64,
+    /// The output that is the top-1 prediction of the most samples (ties: the lower id).
+    pub top1_output: u32,
+    /// Share of samples whose top-1 prediction is [`top1_output`](Self::top1_output): a
+    /// collapse detector. A healthy model stays near [`label_share`](Self::label_share);
+    /// a collapsed one predicts one output for most inputs.
+    pub top1_share: f64,
+    /// Share of samples that carry the most frequent label among them: what predicting that
+    /// one label everywhere would score as P@1.
+    pub label_share: f64,
+}
+
+/// How much of each sample's exact top outputs its active set held, for one LSH layer (see
+/// [`Network::retrieval_recall`](crate::Network::retrieval_recall)).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Recall {
+    /// Mean share of a sample's `top` highest-scoring neurons (by exact pre-activation over
+    /// every neuron) that were in its active set.
+    pub recall: f64,
+    /// What a uniformly random active set of the same size would hold on average: mean
+    /// active neurons over the layer's width.
+    pub random: f64,
+    /// Samples probed.
+    pub samples: usize,
+}

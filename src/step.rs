@@ -1,0 +1,347 @@
+//! The per-sample pipeline of a [`Network`]: each sample of a batch runs its forward pass
+//! (selection, then the active neurons of each layer), the loss and its backward pass on
+//! one of rayon's threads, drawing its random numbers from a stream of its own; then a
+//! training step updates every layer with sparse Adam and rebuilds tables on schedule.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+use slide_lsh::{LshError, mix64};
+
+use crate::data::Examples;
+use crate::error::{Result, SlideError, input_error};
+use crate::eval::Top5;
+use crate::layer::{Mode, SelectScratch, SparseLayer, sample_rng};
+use crate::loss::softmax_cross_entropy;
+use crate::network::Network;
+use crate::optimizer::LayerGradients;
+use crate::stats::{ActiveSources, PhaseTimes, StepStats};
+use crate::workspace::{NetworkBatch, SampleState, Workspace, layer_input};
+
+/// Steps between recomputations of the shared negatives (also recomputed at every rebuild):
+/// one scoring of the layer against one vector, about 2% of a step at 670K outputs.
+const SHARED_REFRESH: u64 = 8;
+
+/// How a batch's samples are run.
+#[derive(Clone, Copy)]
+pub(crate) struct Pass<'a> {
+    pub(crate) layers: &'a [SparseLayer],
+    pub(crate) input_dim: usize,
+    pub(crate) data: &'a dyn Examples,
+    pub(crate) mode: Mode,
+    /// Stop before the output layer (exact evaluation scores it for a block at once).
+    pub(crate) hidden_only: bool,
+}
+
+impl Pass<'_> {
+    /// Forward pass, loss and backward pass (training) or ranking (evaluation) of one
+    /// sample.
+    fn run(
+        &self,
+        sample: usize,
+        seed: u64,
+        scratch: &mut [SelectScratch],
+        state: &mut SampleState,
+    ) -> Result<()> {
+        let labels = self.data.labels(sample);
+        self.forward(sample, seed, scratch, state)?;
+        if self.hidden_only {
+            return Ok(());
+        }
+        let last = self.layers.len() - 1;
+        let output = &mut state.traces[last];
+        if self.mode != Mode::Train {
+            let mut top = Top5::EMPTY;
+            for (p, &z) in output.outputs().iter().enumerate() {
+                top.offer(z, output.id(p));
+            }
+            state.top1 = top.first();
+            state.hits_at = top.hits(labels);
+            return Ok(());
+        }
+        state.loss = softmax_cross_entropy(output, labels);
+        let started = Instant::now();
+        for l in (1..=last).rev() {
+            let (below, here) = state.traces.split_at_mut(l);
+            let prev = &mut below[l - 1];
+            let mut delta = std::mem::take(&mut prev.delta);
+            state.macs += self.layers[l].input_gradient(&here[0], prev.as_input(), &mut delta);
+            prev.delta = delta;
+            self.layers[l - 1].activation_gradient(prev);
+        }
+        state.times.backward += started.elapsed();
+        Ok(())
+    }
+
+    /// Checks the sample and runs its forward pass through every layer (but the output
+    /// layer with `hidden_only`).
+    fn forward(
+        &self,
+        sample: usize,
+        seed: u64,
+        scratch: &mut [SelectScratch],
+        state: &mut SampleState,
+    ) -> Result<()> {
+        let input = self.data.input(sample);
+        input
+            .validate(self.input_dim)
+            .map_err(|e| input_error(sample, e))?;
+        let labels = self.data.labels(sample);
+        let last = self.layers.len() - 1;
+        let num_labels = self.layers[last].out_dim();
+        if let Some(&label) = labels.iter().find(|&&y| y as usize >= num_labels) {
+            return Err(SlideError::LabelOutOfRange {
+                sample,
+                label,
+                num_labels,
+            });
+        }
+        if self.mode == Mode::Train && labels.is_empty() {
+            return Err(SlideError::NoLabels { sample });
+        }
+        let mut rng = sample_rng(seed);
+        state
+            .traces
+            .resize_with(self.layers.len(), Default::default);
+        state.macs = 0;
+        state.times = PhaseTimes::default();
+        let run = if self.hidden_only { last } else { last + 1 };
+        for (l, layer) in self.layers.iter().enumerate().take(run) {
+            let (below, here) = state.traces.split_at_mut(l);
+            let x = layer_input(below, l, self.data, sample);
+            let forced = if l == last { labels } else { &[] };
+            let started = Instant::now();
+            // Exact evaluation computes every output but keeps the hidden layers' sampling,
+            // which is part of how the network was trained to compute.
+            let layer_mode = match self.mode {
+                Mode::EvalExact if l == last => Mode::EvalDense,
+                Mode::EvalExact => Mode::EvalLsh,
+                other => other,
+            };
+            layer
+                .select(
+                    x,
+                    forced,
+                    layer_mode,
+                    &mut rng,
+                    &mut scratch[l],
+                    &mut here[0],
+                )
+                .map_err(|e| match e {
+                    SlideError::Lsh(LshError::NonFiniteValue { .. }) if l > 0 => {
+                        SlideError::Diverged {
+                            layer: l - 1,
+                            sample,
+                        }
+                    }
+                    other => other,
+                })?;
+            let selected = Instant::now();
+            state.macs += layer.forward_active(x, &mut here[0]);
+            state.times.hashing += selected - started;
+            state.times.forward += selected.elapsed();
+        }
+        Ok(())
+    }
+}
+
+impl Network {
+    /// Runs `pass` on every sample of `batch`, in parallel, into `ws`. Sample `batch[p]`
+    /// draws its random numbers from the stream of position `first_position + p`.
+    pub(crate) fn run_batch(
+        &self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+        mode: Mode,
+        first_position: usize,
+        hidden_only: bool,
+    ) -> Result<()> {
+        if batch.is_empty() {
+            return Err(SlideError::EmptyBatch);
+        }
+        if let Some(&sample) = batch.iter().find(|&&s| s >= data.len()) {
+            return Err(SlideError::SampleOutOfRange {
+                sample,
+                len: data.len(),
+            });
+        }
+        ws.prepare(self, batch.len());
+        let pass = Pass {
+            layers: self.layers(),
+            input_dim: self.config().input_dim,
+            data,
+            mode,
+            hidden_only,
+        };
+        let step_seed = mix64(self.config().seed ^ mix64(self.step() ^ 0x7374_6570));
+        let threads = &ws.threads;
+        ws.states[..batch.len()]
+            .par_iter_mut()
+            .zip(batch)
+            .enumerate()
+            .try_for_each(|(position, (state, &sample))| {
+                let worker = rayon::current_thread_index().unwrap_or(0) % threads.len();
+                // Each worker locks only its own scratch, so the lock is never contended.
+                let mut scratch = threads[worker].lock().unwrap_or_else(|e| e.into_inner());
+                let position = (first_position + position) as u64;
+                pass.run(sample, mix64(step_seed ^ position), &mut scratch, state)
+            })
+    }
+
+    /// One training step on the samples `batch` of `data` (indices into it): the samples'
+    /// forward and backward passes run in parallel, then every touched row gets one Adam
+    /// update, in parallel over rows, then the tables are rebuilt if the schedule says so.
+    /// The result is identical for any number of threads.
+    pub fn train_step(
+        &mut self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+    ) -> Result<StepStats> {
+        let mut stats = StepStats::default();
+        self.train_step_with(ws, data, batch, &mut stats)?;
+        Ok(stats)
+    }
+
+    /// [`train_step`](Self::train_step) writing its counters into `stats`, whose buffers are
+    /// reused: once warm (buffers sized by earlier steps of similar batches), a step, table
+    /// rebuilds included, allocates nothing on the heap, except the small buffers of a
+    /// refresh of shared negatives or query centers (every 8 steps, where configured).
+    pub fn train_step_with(
+        &mut self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+        stats: &mut StepStats,
+    ) -> Result<()> {
+        self.run_batch(ws, data, batch, Mode::Train, 0, false)?;
+        fill_batch_stats(self.layers(), ws.batch(), stats);
+        let scale = 1.0 / batch.len() as f32;
+        let started = Instant::now();
+        let (layers, adam) = self.layers_and_adam();
+        for (l, layer) in layers.iter_mut().enumerate() {
+            let view = NetworkBatch {
+                states: &ws.states[..ws.batch_len],
+                layer: l,
+                data,
+                batch,
+            };
+            let counts = layer.apply_update(&view, scale, adam, &mut ws.update);
+            stats.rows_touched.push(counts.rows);
+            stats.multiply_adds += counts.multiply_adds;
+        }
+        stats.times.update = started.elapsed();
+        let (refresh, rebuild) = self.advance_step();
+        if refresh || rebuild {
+            let started = Instant::now();
+            self.refresh_mean_inputs(ws, data, batch);
+            stats.times.rebuild = started.elapsed();
+        }
+        if rebuild {
+            let started = Instant::now();
+            self.rebuild_tables()?;
+            stats.times.rebuild += started.elapsed();
+            stats.rebuilt = true;
+        }
+        Ok(())
+    }
+
+    /// Counts a step taken; returns whether the mean-input derivations are due for a
+    /// refresh and whether the tables are due for a rebuild (which moves the schedule on).
+    fn advance_step(&mut self) -> (bool, bool) {
+        let step = self.schedule.step + 1;
+        self.schedule.step = step;
+        let rebuild =
+            step >= self.schedule.next_rebuild && self.layers().iter().any(SparseLayer::is_sampled);
+        if rebuild {
+            self.schedule.advance(self.config().rebuild);
+        }
+        (step.is_multiple_of(SHARED_REFRESH), rebuild)
+    }
+
+    /// Refreshes what each LSH layer derives from the mean of its inputs over the batch
+    /// just trained on: its shared negatives and its query center (see
+    /// [`LshConfig`](crate::LshConfig)).
+    fn refresh_mean_inputs(&mut self, ws: &Workspace, data: &dyn Examples, batch: &[usize]) {
+        for l in 0..self.layers().len() {
+            if !self.layers()[l].uses_mean_input() {
+                continue;
+            }
+            let mut mean = vec![0.0f32; self.layers()[l].in_dim()];
+            let weight = 1.0 / batch.len() as f32;
+            for (state, &sample) in ws.batch().iter().zip(batch) {
+                layer_input(&state.traces, l, data, sample)
+                    .for_each_nonzero(|i, v| mean[i] += weight * v);
+            }
+            self.layer_mut(l).refresh_mean_input(&mean);
+        }
+    }
+
+    /// The gradients of the batch-mean loss, with the active sets the next
+    /// [`train_step`](Self::train_step) on the same batch would use, without changing the
+    /// network. For tests and the autodiff comparison; allocates its result.
+    pub fn gradients(
+        &self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+    ) -> Result<Vec<LayerGradients>> {
+        self.run_batch(ws, data, batch, Mode::Train, 0, false)?;
+        let scale = 1.0 / batch.len() as f32;
+        let mut result = Vec::with_capacity(self.layers().len());
+        for (l, layer) in self.layers().iter().enumerate() {
+            let view = NetworkBatch {
+                states: &ws.states[..ws.batch_len],
+                layer: l,
+                data,
+                batch,
+            };
+            result.push(layer.batch_gradients(&view, scale, &mut ws.update));
+        }
+        Ok(result)
+    }
+}
+
+/// A training batch's loss, counters, active-set sources and phase times into `stats`.
+fn fill_batch_stats(layers: &[SparseLayer], states: &[SampleState], stats: &mut StepStats) {
+    let n = states.len();
+    stats.loss = states.iter().map(|s| s.loss).sum::<f64>() / n as f64;
+    stats.samples = n;
+    stats.multiply_adds = states.iter().map(|s| s.macs).sum();
+    stats.rows_touched.clear();
+    stats.active_per_sample.clear();
+    stats.active_sources.clear();
+    stats
+        .active_sources
+        .extend(layers.iter().enumerate().map(|(l, layer)| {
+            layer.is_sampled().then(|| {
+                let mut sum = ActiveSources::default();
+                for s in states {
+                    let c = s.traces[l].sources;
+                    sum.forced += (c.forced - s.traces[l].shared) as f64;
+                    sum.shared += s.traces[l].shared as f64;
+                    sum.from_tables += c.from_tables as f64;
+                    sum.random_fill += c.random_fill as f64;
+                    sum.candidates += c.candidates as f64;
+                }
+                let n = n as f64;
+                ActiveSources {
+                    forced: sum.forced / n,
+                    shared: sum.shared / n,
+                    from_tables: sum.from_tables / n,
+                    random_fill: sum.random_fill / n,
+                    candidates: sum.candidates / n,
+                }
+            })
+        }));
+    stats.active_per_sample.extend(
+        (0..layers.len())
+            .map(|l| states.iter().map(|s| s.traces[l].len()).sum::<usize>() as f64 / n as f64),
+    );
+    stats.rebuilt = false;
+    stats.times = PhaseTimes::default();
+    for state in states {
+        stats.times += state.times;
+    }
+}

@@ -1,0 +1,111 @@
+//! The per-batch buffers of a [`Network`]'s passes, kept apart from the model so that a
+//! network holds only its parameters, optimizer state and tables, and evaluation borrows it
+//! shared.
+
+use std::sync::Mutex;
+
+use slide_lsh::Vector;
+
+use crate::data::Examples;
+use crate::layer::{LayerBatch, LayerTrace, SelectScratch};
+use crate::network::Network;
+use crate::optimizer::UpdateScratch;
+use crate::stats::PhaseTimes;
+
+/// What one sample of a batch left behind.
+#[derive(Debug, Default)]
+pub(crate) struct SampleState {
+    /// One trace per layer, input first.
+    pub(crate) traces: Vec<LayerTrace>,
+    /// Cross-entropy of a training pass.
+    pub(crate) loss: f64,
+    pub(crate) macs: u64,
+    /// The highest-scoring output of an evaluation pass (`u32::MAX`: none).
+    pub(crate) top1: u32,
+    /// Labels among the 1, 3 and 5 highest-scoring outputs (evaluation).
+    pub(crate) hits_at: [u8; 3],
+    pub(crate) times: PhaseTimes,
+}
+
+/// The buffers a [`Network`]'s training steps and evaluations work in: per-sample traces,
+/// per-thread LSH query scratch and the update's grouping. Make one per network with
+/// [`Workspace::default`] and pass it to every call; its buffers keep their capacity, so
+/// warm steps do not allocate. Handed a network other than the one it last served, it
+/// resizes itself.
+#[derive(Debug, Default)]
+pub struct Workspace {
+    pub(crate) states: Vec<SampleState>,
+    /// Samples of the latest batch (the first `batch_len` states).
+    pub(crate) batch_len: usize,
+    /// Per thread, one select scratch per layer.
+    pub(crate) threads: Vec<Mutex<Vec<SelectScratch>>>,
+    pub(crate) update: UpdateScratch,
+    /// The [`Network::id`] the thread scratch was made for.
+    network: Option<u64>,
+}
+
+impl Workspace {
+    /// An empty workspace (buffers are made at first use).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sizes the workspace for `net` on the current thread pool and `samples` samples.
+    pub(crate) fn prepare(&mut self, net: &Network, samples: usize) {
+        if self.network != Some(net.id()) {
+            self.threads.clear();
+            self.network = Some(net.id());
+        }
+        let threads = rayon::current_num_threads();
+        while self.threads.len() < threads {
+            let scratch = net.layers().iter().map(|l| l.select_scratch()).collect();
+            self.threads.push(Mutex::new(scratch));
+        }
+        if self.states.len() < samples {
+            self.states.resize_with(samples, Default::default);
+        }
+        self.batch_len = samples;
+    }
+
+    /// The latest batch's sample states.
+    pub(crate) fn batch(&self) -> &[SampleState] {
+        &self.states[..self.batch_len]
+    }
+}
+
+/// The input of layer `l` for a sample: the raw input for the first layer, the previous
+/// layer's output otherwise.
+pub(crate) fn layer_input<'a>(
+    traces: &'a [LayerTrace],
+    l: usize,
+    data: &'a dyn Examples,
+    sample: usize,
+) -> Vector<'a> {
+    if l == 0 {
+        data.input(sample)
+    } else {
+        traces[l - 1].as_input()
+    }
+}
+
+/// One layer's view of a network's batch, for the optimizer.
+pub(crate) struct NetworkBatch<'a> {
+    pub(crate) states: &'a [SampleState],
+    pub(crate) layer: usize,
+    pub(crate) data: &'a dyn Examples,
+    pub(crate) batch: &'a [usize],
+}
+
+impl LayerBatch for NetworkBatch<'_> {
+    fn samples(&self) -> usize {
+        self.states.len()
+    }
+
+    fn input(&self, s: usize) -> Vector<'_> {
+        layer_input(&self.states[s].traces, self.layer, self.data, self.batch[s])
+    }
+
+    fn trace(&self, s: usize) -> &LayerTrace {
+        &self.states[s].traces[self.layer]
+    }
+}

@@ -84,7 +84,9 @@ impl TablesConfig {
         }
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Checks the limits: `L`, `range_pow` as a family's, bucket capacity 1..=65535 with at
+    /// most 2^31 slots per table, 1 to 2^32 - 1 ids.
+    pub fn validate(&self) -> Result<()> {
         // `L` and `range_pow` obey the same limits as a family's.
         LshParams {
             k: 1,

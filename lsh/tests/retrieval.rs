@@ -73,8 +73,11 @@ fn union_of_bounded_buckets_finds_near_copies_and_few_random_ids() {
         outcome.recall, outcome.random_fraction
     );
     assert!(outcome.recall >= 0.95, "recall {}", outcome.recall);
+    // At most 1,600 of 10,000 ids (0.16) can come back; overlapping buckets take the
+    // measured 0.1468 below that. The bound is the measurement's (the run is seeded): a
+    // change that stopped bounding buckets or stopped merging repeated ids fails it.
     assert!(
-        outcome.random_fraction < 0.20,
+        (0.13..0.15).contains(&outcome.random_fraction),
         "random fraction {}",
         outcome.random_fraction
     );
@@ -91,8 +94,9 @@ fn hit_threshold_finds_near_copies_and_few_random_ids() {
         outcome.recall, outcome.random_fraction
     );
     assert!(outcome.recall >= 0.95, "recall {}", outcome.recall);
+    // Measured 0.0558 (seeded); unbounded buckets without the threshold return far more.
     assert!(
-        outcome.random_fraction < 0.20,
+        outcome.random_fraction < 0.07,
         "random fraction {}",
         outcome.random_fraction
     );

@@ -3,7 +3,9 @@
 
 use rand::RngExt;
 use rand::rngs::Xoshiro256PlusPlus;
-use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
+use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling, TablesConfig};
+
+use crate::error::Result;
 
 /// A layer's non-linearity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +126,29 @@ pub struct LshConfig {
     /// see which coordinates are high for this input rather than which are high for every
     /// input (with ReLU inputs the same few coordinates win most bins for every sample).
     pub center_queries: bool,
+}
+
+impl LshConfig {
+    /// The tables' config for a layer of `out_dim` neurons.
+    pub(crate) fn tables(&self, out_dim: usize, seed: u64) -> TablesConfig {
+        TablesConfig::for_family(
+            self.params,
+            out_dim,
+            self.bucket_capacity,
+            self.policy,
+            seed,
+        )
+    }
+
+    /// Checks everything the lsh crate can check before the input dimension is known: the
+    /// family's settings and `K`, `L`, `range_pow`, the tables' limits for `out_dim`
+    /// neurons, and the sampling's settings.
+    pub fn validate(&self, out_dim: usize) -> Result<()> {
+        self.family.validate(self.params)?;
+        self.tables(out_dim, 0).validate()?;
+        self.sampling.validate(self.params.l)?;
+        Ok(())
+    }
 }
 
 /// One layer of a network.

@@ -53,9 +53,7 @@ pub mod trace;
 
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
-use slide_lsh::{
-    CodeBuffer, HashTables, LshFamily, QueryScratch, Sampling, TablesConfig, TablesStats, Vector,
-};
+use slide_lsh::{CodeBuffer, HashTables, LshFamily, QueryScratch, Sampling, TablesStats, Vector};
 
 pub use config::{Activation, Init, LayerConfig, LshConfig, Mode, WeightLayout};
 pub(crate) use passes::ranks_before;
@@ -168,15 +166,9 @@ impl SparseLayer {
             lsh: None,
         };
         if let Some(lsh) = &config.lsh {
-            lsh.sampling.validate(lsh.params.l)?;
+            lsh.validate(config.out_dim)?;
             let family = LshFamily::new(lsh.family, in_dim, lsh.params, seed ^ 0x6c73_6800)?;
-            let tables = HashTables::new(TablesConfig::for_family(
-                lsh.params,
-                config.out_dim,
-                lsh.bucket_capacity,
-                lsh.policy,
-                seed ^ 0x7462_6c00,
-            ))?;
+            let tables = HashTables::new(lsh.tables(config.out_dim, seed ^ 0x7462_6c00))?;
             let stats = tables.stats();
             layer.lsh = Some(LshState {
                 family,

@@ -588,16 +588,8 @@ impl Config {
                 _ => {}
             }
             if let Some(lsh) = &layer.lsh {
-                let (params, _) = lsh
-                    .resolve(layer.size)
+                lsh.resolve(layer.size)
                     .with_context(|| format!("network.layers[{i}].lsh"))?;
-                let bits = lsh.bits_per_code();
-                if params.k as u64 * u64::from(bits) > 32 {
-                    bail!(
-                        "network.layers[{i}].lsh: k * bits = {} exceeds 32; lower k",
-                        params.k as u64 * u64::from(bits)
-                    );
-                }
                 if lsh.uniform && lsh.budget.is_none() {
                     bail!("network.layers[{i}].lsh: uniform sampling needs budget");
                 }
@@ -609,6 +601,10 @@ impl Config {
                         bail!("network.layers[{i}].lsh: strategy threshold needs min_hits")
                     }
                     _ => {}
+                }
+                if let Some(core) = layer_config(layer).lsh {
+                    core.validate(layer.size)
+                        .with_context(|| format!("network.layers[{i}].lsh"))?;
                 }
             }
         }

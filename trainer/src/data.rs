@@ -40,6 +40,28 @@ pub struct Loaded {
 
 /// Reads the train and test sets `config` names, checking sizes against it.
 pub fn load(config: &DataConfig) -> Result<Loaded> {
+    for path in [&config.train, &config.test].into_iter().flatten() {
+        if config.format != DataFormat::Idx && !path.exists() {
+            bail!(
+                "{}: no such file. The data files go where data.train and data.test say, in the {} text format ({}); \
+                 datasets/README.md says where to get and how to convert the real sets. To train the same shape \
+                 on generated data instead: `slide-train gen-data --preset amazon670k --out DIR` (or --labels N \
+                 for a smaller label set), then --set data.train='\"DIR/train.txt\"' --set data.test='\"DIR/test.txt\"', \
+                 or use configs/amazon670k-synthetic.toml",
+                path.display(),
+                if config.format == DataFormat::Xmc {
+                    "XMC"
+                } else {
+                    "LIBSVM"
+                },
+                if config.format == DataFormat::Xmc {
+                    "a `points features labels` header, then one `label,label feature:value ...` line per sample"
+                } else {
+                    "one `label,label feature:value ...` line per sample"
+                },
+            );
+        }
+    }
     let check = |what: &str, found: usize, declared: Option<usize>| -> Result<()> {
         match declared {
             Some(d) if d != found => bail!("data.{what} = {d} but the data has {found}"),
@@ -128,5 +150,45 @@ pub fn load(config: &DataConfig) -> Result<Loaded> {
     if loaded.train.examples().is_empty() {
         bail!("the training set is empty");
     }
+    let train = loaded.train.examples();
+    if let Some(k) = (0..train.len()).find(|&k| train.labels(k).is_empty()) {
+        let unlabeled = (0..train.len())
+            .filter(|&k| train.labels(k).is_empty())
+            .count();
+        let path = config
+            .train
+            .as_deref()
+            .expect("text formats name their files");
+        let line =
+            sample_line(path, config.format, k).map_or_else(String::new, |n| format!(", line {n}"));
+        bail!(
+            "{}{line}: training sample {k} has no labels ({unlabeled} of {} training samples have none); \
+             training needs at least one label per sample: remove or label them",
+            path.display(),
+            train.len()
+        );
+    }
     Ok(loaded)
+}
+
+/// The line of sample `k` in a text data file: XMC files have a header line and one line
+/// per sample; LIBSVM files skip blank lines. Only read on the error path.
+fn sample_line(path: &std::path::Path, format: DataFormat, k: usize) -> Option<usize> {
+    use std::io::BufRead;
+    let reader = std::io::BufReader::new(std::fs::File::open(path).ok()?);
+    let mut seen = 0;
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.ok()?;
+        let is_sample = match format {
+            DataFormat::Xmc => n > 0,
+            _ => !line.trim().is_empty(),
+        };
+        if is_sample {
+            if seen == k {
+                return Some(n + 1);
+            }
+            seen += 1;
+        }
+    }
+    None
 }

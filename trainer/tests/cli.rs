@@ -186,6 +186,8 @@ fn bad_input_exits_2_with_one_line() {
     let config = config.to_str().unwrap();
     let bad_data = dir.join("bad.txt");
     std::fs::write(&bad_data, "2 300 50\n0 1:1\n1 999:1\n").unwrap();
+    let unlabeled = dir.join("unlabeled.txt");
+    std::fs::write(&unlabeled, "3 300 50\n0 1:1\n 2:1\n4 3:1\n").unwrap();
     let cases: Vec<(Vec<String>, String)> = vec![
         (
             vec!["--set".into(), "train.bogus=1".into()],
@@ -219,7 +221,21 @@ fn bad_input_exits_2_with_one_line() {
         ),
         (
             vec!["--set".into(), "data.test=\"/nonexistent/test.txt\"".into()],
-            "/nonexistent/test.txt: No such file or directory".into(),
+            "/nonexistent/test.txt: no such file. The data files go where data.train and data.test say".into(),
+        ),
+        (
+            vec!["--set".into(), "data.test=\"/nonexistent/test.txt\"".into()],
+            "slide-train gen-data --preset amazon670k --out DIR".into(),
+        ),
+        (
+            vec![
+                "--set".into(),
+                format!("data.train=\"{}\"", unlabeled.display()),
+            ],
+            format!(
+                "{}, line 3: training sample 1 has no labels (1 of 3 training samples have none)",
+                unlabeled.display()
+            ),
         ),
         (
             vec!["--set".into(), "data.labels=49".into()],
@@ -230,8 +246,8 @@ fn bad_input_exits_2_with_one_line() {
             "lr must be positive".into(),
         ),
         (
-            vec!["--set".into(), "network.layers.1.lsh.k=40".into()],
-            "k * bits = 120 exceeds 32".into(),
+            vec!["--set".into(), "network.layers.1.lsh.bin_size=3".into()],
+            "network.layers[1].lsh: invalid LSH parameter `bin_size` = 3: must be a power of two".into(),
         ),
         (
             vec!["--set".into(), "train.lr_min=1.0".into()],

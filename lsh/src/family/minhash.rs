@@ -40,9 +40,7 @@ impl DophMinHash {
     pub fn new(dim: usize, params: LshParams, bits: u32, seed: u64) -> Result<Self> {
         params.validate()?;
         check_dim(dim)?;
-        if !(1..=16).contains(&bits) {
-            return Err(invalid("bits", bits, "must be between 1 and 16"));
-        }
+        check_bits(bits)?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(seed ^ 0x004d_494e_4841_5348));
         let mut permutation: Vec<u32> = (0..dim as u32).collect();
         permutation.shuffle(&mut rng);
@@ -91,4 +89,12 @@ impl HashFamily for DophMinHash {
         self.raw_hashes(x, buf)?;
         Ok(self.combiner.combine(buf))
     }
+}
+
+/// Bits kept of each bin's minimum: 1 to 16.
+pub(crate) fn check_bits(bits: u32) -> Result<()> {
+    if !(1..=16).contains(&bits) {
+        return Err(invalid("bits", bits, "must be between 1 and 16"));
+    }
+    Ok(())
 }

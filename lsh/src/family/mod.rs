@@ -160,6 +160,24 @@ pub enum LshFamily {
     MinHash(DophMinHash),
 }
 
+impl FamilyKind {
+    /// Checks `params` and the family's own settings without building anything: what can be
+    /// known before the input dimension (sparse SimHash density in (0, 1], WTA bin size a
+    /// power of two in 2..=65536, MinHash bits in 1..=16). Codes wider than `range_pow`
+    /// bits are folded, so `K` times the bits per code has no limit of its own.
+    pub fn validate(&self, params: LshParams) -> Result<()> {
+        params.validate()?;
+        match *self {
+            FamilyKind::SimHash(Projection::Sparse { density }) => simhash::check_density(density),
+            FamilyKind::SimHash(Projection::Gaussian) => Ok(()),
+            FamilyKind::Wta { bin_size } | FamilyKind::Dwta { bin_size } => {
+                wta::check_bin_size(bin_size)
+            }
+            FamilyKind::MinHash { bits } => minhash::check_bits(bits),
+        }
+    }
+}
+
 impl LshFamily {
     /// Builds the family `kind` for `dim`-dimensional inputs; the same seed gives the same
     /// family.

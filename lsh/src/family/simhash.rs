@@ -65,9 +65,7 @@ impl SimHash {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(seed ^ 0x0053_494d_4841_5348));
         let layout = match projection {
             Projection::Sparse { density } => {
-                if !(density > 0.0 && density <= 1.0) {
-                    return Err(invalid("density", density, "must be in (0, 1]"));
-                }
+                check_density(density)?;
                 let per_direction = ((density as f64 * dim as f64).round() as usize).clamp(1, dim);
                 let total = per_direction as u64 * num_hashes as u64;
                 if total >= u64::from(u32::MAX) {
@@ -184,4 +182,12 @@ impl HashFamily for SimHash {
         self.raw_hashes(x, buf)?;
         Ok(self.combiner.combine(buf))
     }
+}
+
+/// Sparse projections keep a share of the coordinates in (0, 1].
+pub(crate) fn check_density(density: f32) -> Result<()> {
+    if !(density > 0.0 && density <= 1.0) {
+        return Err(invalid("density", density, "must be in (0, 1]"));
+    }
+    Ok(())
 }

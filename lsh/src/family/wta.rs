@@ -74,13 +74,7 @@ impl Wta {
     ) -> Result<Self> {
         params.validate()?;
         check_dim(dim)?;
-        if !(2..=1 << 16).contains(&bin_size) || !bin_size.is_power_of_two() {
-            return Err(invalid(
-                "bin_size",
-                bin_size,
-                "must be a power of two in 2..=65536",
-            ));
-        }
+        check_bin_size(bin_size)?;
         let num_bins = params.num_hashes();
         let bin_len = bin_size.max(dim.div_ceil(num_bins));
         let total = num_bins as u64 * bin_len as u64;
@@ -218,4 +212,16 @@ impl HashFamily for Wta {
         self.raw_hashes(x, buf)?;
         Ok(self.combiner.combine(buf))
     }
+}
+
+/// Bins hold a power of two of coordinates, 2 to 65536.
+pub(crate) fn check_bin_size(bin_size: usize) -> Result<()> {
+    if !(2..=1 << 16).contains(&bin_size) || !bin_size.is_power_of_two() {
+        return Err(invalid(
+            "bin_size",
+            bin_size,
+            "must be a power of two in 2..=65536",
+        ));
+    }
+    Ok(())
 }

@@ -109,8 +109,13 @@ pub fn check_config(data: &[u8]) {
 
 /// Loads `data` as a checkpoint of [`TINY_CONFIG`]'s network and, when it loads, imports it.
 pub fn check_checkpoint(data: &[u8], network: &NetworkConfig) {
-    let identity = format!("{network:?}");
-    match checkpoint::load_bytes(data, Path::new("fuzz.safetensors"), &identity) {
+    let identity = checkpoint::Identity::of(network, 4);
+    match checkpoint::load_bytes(
+        data,
+        Path::new("fuzz.safetensors"),
+        &identity,
+        checkpoint::Require::Everything,
+    ) {
         Ok((state, _)) => {
             let mut net = Network::new(network.clone()).expect("the tiny network builds");
             let _ = net.import_state(&state);

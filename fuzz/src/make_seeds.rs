@@ -79,7 +79,7 @@ fn main() {
     }
 
     let network = slide_fuzz::tiny_network();
-    let identity = format!("{network:?}");
+    let identity = checkpoint::Identity::of(&network, 4);
     let net = Network::new(network).expect("the tiny network builds");
     let dir = std::env::temp_dir().join(format!("slide-seeds-{}", std::process::id()));
     let written = checkpoint::save(

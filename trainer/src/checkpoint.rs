@@ -15,12 +15,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use slide::config::{FNV_OFFSET, fnv1a};
 use slide::formats::printable;
 use slide::lsh::TablesState;
-use slide::{LayerState, NetworkState};
+use slide::{LayerState, NetworkConfig, NetworkState};
 
 /// The format written by this version; a different one is refused on load.
-pub const FORMAT_VERSION: &str = "1";
+pub const FORMAT_VERSION: &str = "2";
 const FORMAT_NAME: &str = "slide-checkpoint";
 
 /// Where in the run a checkpoint was taken (after `batch` batches of `epoch`).
@@ -32,13 +33,58 @@ pub struct Position {
     pub batch: usize,
 }
 
-/// FNV-1a, 64 bits: a cheap checksum that catches flipped and truncated bytes.
-fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(hash, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+/// What a checkpoint was written for: the network's architecture hash (what evaluation
+/// needs to match) and every setting of the run (what a resume needs to match), from
+/// [`NetworkConfig::describe`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Identity {
+    /// [`NetworkConfig::architecture_hash`].
+    pub network: u64,
+    /// `(name, value)` of every setting.
+    pub settings: Vec<(String, String)>,
 }
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+impl Identity {
+    /// The identity of a run of `config` with batches of `batch_size`.
+    pub fn of(config: &NetworkConfig, batch_size: usize) -> Self {
+        let mut settings = config.describe();
+        settings.push(("train.batch_size".into(), batch_size.to_string()));
+        Identity {
+            network: config.architecture_hash(),
+            settings,
+        }
+    }
+}
+
+/// How much of the identity a load requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Require {
+    /// The same network (evaluation).
+    Network,
+    /// The same network and training settings (resuming).
+    Everything,
+}
+
+/// The checksum of a checkpoint: its tensors' names and bytes, sorted by name, then every
+/// metadata entry but the checksum itself (position, identity, table generations), sorted
+/// by key.
+fn checksum<'a>(
+    tensors: impl Iterator<Item = (&'a str, &'a [u8])>,
+    metadata: &HashMap<String, String>,
+) -> String {
+    let mut hash = tensors.fold(FNV_OFFSET, |h, (name, bytes)| {
+        fnv1a(fnv1a(h, name.as_bytes()), bytes)
+    });
+    let mut keys: Vec<&String> = metadata.keys().filter(|k| *k != "checksum").collect();
+    keys.sort();
+    for key in keys {
+        hash = fnv1a(
+            fnv1a(fnv1a(hash, key.as_bytes()), b"="),
+            metadata[key].as_bytes(),
+        );
+    }
+    format!("{hash:016x}")
+}
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -56,7 +102,7 @@ pub fn save(
     dir: &Path,
     state: &NetworkState,
     position: Position,
-    identity: &str,
+    identity: &Identity,
     keep_last: usize,
 ) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -151,13 +197,10 @@ pub fn save(
         }
     }
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    let checksum = tensors
-        .iter()
-        .fold(FNV_OFFSET, |h, t| fnv1a(fnv1a(h, t.0.as_bytes()), &t.3));
     let mut metadata = HashMap::from([
         ("format".to_string(), FORMAT_NAME.to_string()),
         ("version".to_string(), FORMAT_VERSION.to_string()),
-        ("identity".to_string(), identity.to_string()),
+        ("network".to_string(), format!("{:016x}", identity.network)),
         ("step".to_string(), state.step.to_string()),
         ("next_rebuild".to_string(), state.next_rebuild.to_string()),
         (
@@ -166,8 +209,10 @@ pub fn save(
         ),
         ("epoch".to_string(), position.epoch.to_string()),
         ("batch".to_string(), position.batch.to_string()),
-        ("checksum".to_string(), format!("{checksum:016x}")),
     ]);
+    for (key, value) in &identity.settings {
+        metadata.insert(format!("setting.{key}"), value.clone());
+    }
     for (i, layer) in state.layers.iter().enumerate() {
         if let Some(t) = &layer.tables {
             metadata.insert(
@@ -176,6 +221,11 @@ pub fn save(
             );
         }
     }
+    let sum = checksum(
+        tensors.iter().map(|t| (t.0.as_str(), t.3.as_slice())),
+        &metadata,
+    );
+    metadata.insert("checksum".to_string(), sum);
     let views: Vec<(String, TensorView<'_>)> = tensors
         .iter()
         .map(|(name, dtype, shape, bytes)| {
@@ -223,10 +273,20 @@ pub fn remove_stale_temporaries(dir: &Path) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with(".checkpoint-") && name.ends_with(".tmp") {
+        if is_own_temporary(&name) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// Whether `name` is a temporary file of [`save`]: `.checkpoint-STEP.safetensors.PID.tmp`
+/// with digits for STEP and PID, and nothing else.
+fn is_own_temporary(name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    name.strip_prefix(".checkpoint-")
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+        .and_then(|rest| rest.split_once(".safetensors."))
+        .is_some_and(|(step, pid)| digits(step) && digits(pid))
 }
 
 /// Complete checkpoints in `dir`, oldest first (temporary files are never listed).
@@ -245,14 +305,43 @@ pub fn list(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Reads a checkpoint, checking its format, version, checksum and that it was written for
-/// the network `identity` describes.
-pub fn load(path: &Path, identity: &str) -> Result<(NetworkState, Position)> {
+/// `identity` (its network, or everything, as `require` says).
+pub fn load(
+    path: &Path,
+    identity: &Identity,
+    require: Require,
+) -> Result<(NetworkState, Position)> {
     let bytes = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
-    load_bytes(&bytes, path, identity)
+    load_bytes(&bytes, path, identity, require)
+}
+
+/// The settings that differ between a checkpoint's metadata and `identity`, as
+/// `name: checkpoint X, config Y` (at most 3 named).
+fn differences(meta: &HashMap<String, String>, identity: &Identity) -> String {
+    let missing = "(none)".to_string();
+    let mut found: Vec<String> = identity
+        .settings
+        .iter()
+        .filter_map(|(key, value)| {
+            let saved = meta.get(&format!("setting.{key}")).unwrap_or(&missing);
+            (saved != value).then(|| format!("{key}: checkpoint {saved}, config {value}"))
+        })
+        .collect();
+    let more = found.len().saturating_sub(3);
+    found.truncate(3);
+    if more > 0 {
+        found.push(format!("and {more} more"));
+    }
+    found.join("; ")
 }
 
 /// [`load`] of a checkpoint's bytes; `path` names it in errors.
-pub fn load_bytes(bytes: &[u8], path: &Path, identity: &str) -> Result<(NetworkState, Position)> {
+pub fn load_bytes(
+    bytes: &[u8],
+    path: &Path,
+    identity: &Identity,
+    require: Require,
+) -> Result<(NetworkState, Position)> {
     let fail = |problem: String| anyhow!("{}: {}", path.display(), printable(&problem));
     let tensors = SafeTensors::deserialize(bytes)
         .map_err(|e| fail(format!("not a readable safetensors checkpoint ({e})")))?;
@@ -273,20 +362,35 @@ pub fn load_bytes(bytes: &[u8], path: &Path, identity: &str) -> Result<(NetworkS
             "checkpoint format version {version}; this slide-train reads version {FORMAT_VERSION}"
         )));
     }
-    if get("identity")? != identity {
-        bail!(fail(
-            "was written for a different network or training config".into()
-        ));
-    }
     let mut names: Vec<String> = tensors.names().into_iter().map(str::to_string).collect();
     names.sort();
-    let mut checksum = FNV_OFFSET;
-    for name in &names {
-        let view = tensors.tensor(name).map_err(|e| fail(e.to_string()))?;
-        checksum = fnv1a(fnv1a(checksum, name.as_bytes()), view.data());
-    }
-    if format!("{checksum:016x}") != get("checksum")? {
+    let views = names
+        .iter()
+        .map(|name| tensors.tensor(name).map_err(|e| fail(e.to_string())))
+        .collect::<Result<Vec<_>>>()?;
+    let sum = checksum(
+        names
+            .iter()
+            .map(String::as_str)
+            .zip(views.iter().map(|v| v.data())),
+        &meta,
+    );
+    if sum != get("checksum")? {
         bail!(fail("checksum mismatch: the file is corrupt".into()));
+    }
+    if get("network")? != format!("{:016x}", identity.network) {
+        bail!(fail(format!(
+            "was written for a different network ({})",
+            differences(&meta, identity)
+        )));
+    }
+    if require == Require::Everything {
+        let differ = differences(&meta, identity);
+        if !differ.is_empty() {
+            bail!(fail(format!(
+                "was written with other training settings ({differ}); resume with the same settings"
+            )));
+        }
     }
     let number = |key: &str| -> Result<u64> {
         get(key)?
@@ -379,4 +483,102 @@ pub fn load_bytes(bytes: &[u8], path: &Path, identity: &str) -> Result<(NetworkS
         batch: number("batch")? as usize,
     };
     Ok((state, position))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slide::{
+        Activation, AdamConfig, Init, LayerConfig, Network, RebuildSchedule, WeightLayout,
+    };
+
+    fn config(lr: f32) -> NetworkConfig {
+        let layer = |out_dim, activation| LayerConfig {
+            out_dim,
+            activation,
+            layout: WeightLayout::NeuronMajor,
+            init: Init::Glorot,
+            lsh: None,
+        };
+        NetworkConfig {
+            input_dim: 6,
+            layers: vec![layer(4, Activation::Relu), layer(3, Activation::Softmax)],
+            adam: AdamConfig {
+                lr,
+                ..AdamConfig::default()
+            },
+            rebuild: RebuildSchedule::Fixed { every: 5 },
+            seed: 3,
+        }
+    }
+
+    fn saved(dir: &str) -> (PathBuf, Identity) {
+        let dir = std::env::temp_dir().join(format!("slide-ckpt-{dir}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let identity = Identity::of(&config(0.01), 8);
+        let net = Network::new(config(0.01)).unwrap();
+        let position = Position { epoch: 1, batch: 3 };
+        (
+            save(&dir, &net.export_state(), position, &identity, 1).unwrap(),
+            identity,
+        )
+    }
+
+    /// Evaluation needs the same network only; a resume needs every setting and names the
+    /// ones that differ.
+    #[test]
+    fn evaluation_needs_the_network_and_a_resume_every_setting() {
+        let (path, identity) = saved("identity");
+        assert!(load(&path, &identity, Require::Everything).is_ok());
+        let other_lr = Identity::of(&config(0.5), 8);
+        assert!(load(&path, &other_lr, Require::Network).is_ok());
+        let e = load(&path, &other_lr, Require::Everything)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("other training settings (adam: checkpoint AdamConfig { lr: 0.01"),
+            "{e}"
+        );
+        let mut wider = config(0.01);
+        wider.layers[0].out_dim = 5;
+        let e = load(&path, &Identity::of(&wider, 8), Require::Network)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("different network (layers.0.out_dim: checkpoint 4, config 5)"),
+            "{e}"
+        );
+    }
+
+    /// The checksum covers the run's position: an edited epoch is refused as corrupt.
+    #[test]
+    fn a_changed_position_fails_the_checksum() {
+        let (path, identity) = saved("position");
+        let bytes = std::fs::read(&path).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        let at = text.find("\"batch\":\"3\"").expect("batch in the header");
+        let mut edited = bytes.clone();
+        edited[at + 9] = b'4';
+        let e = load_bytes(&edited, &path, &identity, Require::Network)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("checksum mismatch"), "{e}");
+    }
+
+    #[test]
+    fn only_the_trainers_own_temporaries_are_stale() {
+        assert!(is_own_temporary(
+            ".checkpoint-0000000100.safetensors.4242.tmp"
+        ));
+        for other in [
+            "notes.tmp",
+            ".checkpoint-.safetensors.1.tmp",
+            ".checkpoint-0000000100.safetensors.tmp",
+            ".checkpoint-12ab.safetensors.1.tmp",
+            "checkpoint-0000000100.safetensors.1.tmp",
+            ".checkpoint-0000000100.safetensors.1.tmp.keep",
+        ] {
+            assert!(!is_own_temporary(other), "{other}");
+        }
+    }
 }

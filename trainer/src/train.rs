@@ -195,7 +195,7 @@ fn available_bytes() -> Option<u64> {
 struct Prepared {
     loaded: Loaded,
     net: Network,
-    identity: String,
+    identity: checkpoint::Identity,
 }
 
 fn prepare(config: &Config) -> Result<Prepared, Failure> {
@@ -227,8 +227,8 @@ fn prepare(config: &Config) -> Result<Prepared, Failure> {
         estimate as f64 / 1e6
     );
     let network_config = config.network(features);
-    // What a checkpoint must match to be resumed: the network, optimizer, schedule and seed.
-    let identity = format!("{network_config:?}");
+    // What a checkpoint must match: the network to be evaluated, every setting to be resumed.
+    let identity = checkpoint::Identity::of(&network_config, config.train.batch_size);
     let net = Network::new(network_config).map_err(|e| input(e.into()))?;
     Ok(Prepared {
         loaded,
@@ -249,7 +249,8 @@ pub fn evaluate_checkpoint(
         mut net,
         identity,
     } = prepare(config)?;
-    let (state, _) = checkpoint::load(path, &identity).map_err(Failure::Input)?;
+    let (state, _) =
+        checkpoint::load(path, &identity, checkpoint::Require::Network).map_err(Failure::Input)?;
     net.import_state(&state)
         .map_err(|e| Failure::Input(anyhow!("{}: {e}", path.display())))?;
     let test = loaded.test.examples();
@@ -324,7 +325,8 @@ pub fn run(
         other => other,
     };
     if let Some(path) = resume {
-        let (state, position) = checkpoint::load(path, &identity).map_err(input)?;
+        let (state, position) =
+            checkpoint::load(path, &identity, checkpoint::Require::Everything).map_err(input)?;
         net.import_state(&state)
             .map_err(|e| input(anyhow!("{}: {e}", path.display())))?;
         start = position;

@@ -427,7 +427,12 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
     refused(
         &final_a,
         &["--set", "train.lr=0.02"],
-        "was written for a different network or training config",
+        "was written with other training settings (adam: checkpoint AdamConfig { lr: 0.01",
+    );
+    refused(
+        &final_a,
+        &["--set", "network.layers.0.size=48"],
+        "was written for a different network (layers.0.out_dim: checkpoint 32, config 48",
     );
 }
 

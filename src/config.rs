@@ -2,11 +2,12 @@
 //! rebuild schedule and seed, checked before anything is allocated.
 
 use crate::error::{Result, config_error};
-use crate::layer::{Activation, LayerConfig};
+use crate::layer::{Activation, LayerConfig, WeightLayout};
 use crate::optimizer::AdamConfig;
 
 /// When LSH tables are rebuilt from the moving weights.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 pub enum RebuildSchedule {
     /// After every `every` steps.
     Fixed {
@@ -56,6 +57,7 @@ impl RebuildSchedule {
 
 /// Everything needed to build a [`Network`](crate::Network).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 pub struct NetworkConfig {
     /// Input dimension.
     pub input_dim: usize,
@@ -158,10 +160,65 @@ impl NetworkConfig {
     }
 }
 
+/// What a network takes in memory, from its config alone (see
+/// [`NetworkConfig::estimated_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryEstimate {
+    /// Weights, Adam moments and update counts (rows padded to 64 bytes), biases with
+    /// theirs.
+    pub parameters: u64,
+    /// LSH tables at their largest: bucket index, id stores and the rebuild's codes.
+    pub tables: u64,
+    /// One exported [`NetworkState`](crate::NetworkState): unpadded weights, moments and
+    /// counts, biases and table contents, the payload of a checkpoint (a writer that holds
+    /// copies of it adds this once per copy).
+    pub state: u64,
+}
+
+impl MemoryEstimate {
+    /// Parameters and tables: what a built network holds.
+    pub fn model(&self) -> u64 {
+        self.parameters + self.tables
+    }
+}
+
+impl NetworkConfig {
+    /// The memory the network needs, computed from the config without allocating (checked
+    /// against the allocations of built networks in the tests).
+    pub fn estimated_bytes(&self) -> MemoryEstimate {
+        let mut estimate = MemoryEstimate::default();
+        let mut in_dim = self.input_dim as u64;
+        for layer in &self.layers {
+            let out = layer.out_dim as u64;
+            let (rows, row_len) = match layer.layout {
+                WeightLayout::NeuronMajor => (out, in_dim),
+                WeightLayout::InputMajor => (in_dim, out),
+            };
+            let stride = row_len.div_ceil(16) * 16;
+            // [w | m | v] rows, one u32 count per row; bias, its moments and count.
+            estimate.parameters += rows * (3 * stride * 4 + 4) + out * 16;
+            estimate.state += rows * (3 * row_len * 4 + 4) + out * 16;
+            if let Some(lsh) = &layer.lsh {
+                let tables = lsh.tables(layer.out_dim, 0);
+                estimate.tables += tables.estimated_bytes();
+                // Saved: 4 u32 per bucket and the stored ids; shared negatives, center.
+                let buckets = (lsh.params.l as u64) << lsh.params.range_pow;
+                let stored = (lsh.params.l as u64) * out;
+                estimate.state += buckets * 16 + stored * 4 + lsh.shared_negatives as u64 * 4;
+                estimate.state += if lsh.center_queries { in_dim * 4 } else { 0 };
+            }
+            in_dim = out;
+        }
+        estimate
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layer::{Init, WeightLayout};
+    use crate::Network;
+    use crate::layer::{Init, LshConfig};
+    use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
 
     fn config() -> NetworkConfig {
         let layer = |out_dim, activation| LayerConfig {
@@ -202,5 +259,57 @@ mod tests {
         assert_ne!(reseeded.architecture_hash(), base.architecture_hash());
         let keys: Vec<String> = base.describe().into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys[..3], ["input_dim", "seed", "layers.0.out_dim"]);
+    }
+
+    /// The estimate is close to what a built network holds (its parameters and tables after
+    /// the first rebuild, which store every id) and to the size of its exported state.
+    #[test]
+    fn estimated_bytes_match_a_built_network() {
+        let mut config = config();
+        config.input_dim = 300;
+        config.layers[0].layout = WeightLayout::InputMajor;
+        config.layers[0].out_dim = 64;
+        config.layers[1].out_dim = 5000;
+        config.layers[1].lsh = Some(LshConfig {
+            family: FamilyKind::SimHash(slide_lsh::Projection::Gaussian),
+            params: LshParams {
+                k: 10,
+                l: 8,
+                range_pow: 10,
+            },
+            bucket_capacity: 64,
+            policy: BucketPolicy::Fifo,
+            sampling: Sampling::vanilla().with_budget(100),
+            log_q: false,
+            shared_negatives: 16,
+            center_queries: false,
+        });
+        let estimate = config.estimated_bytes();
+        let mut net = Network::new(config).unwrap();
+        for _ in 0..3 {
+            net.rebuild_tables().unwrap();
+        }
+        let held = net.memory_bytes() as f64;
+        let ratio = estimate.model() as f64 / held;
+        assert!(
+            (1.0..1.1).contains(&ratio),
+            "estimate {estimate:?}, held {held}"
+        );
+        let state = net.export_state();
+        let exported: usize = state
+            .layers
+            .iter()
+            .map(|l| {
+                4 * (l.weights.len() * 3 + l.row_steps.len() + l.bias.len() * 4 + l.shared.len())
+                    + l.tables
+                        .as_ref()
+                        .map_or(0, |t| 4 * (t.buckets.len() + t.store.len()))
+            })
+            .sum();
+        let ratio = estimate.state as f64 / exported as f64;
+        assert!(
+            (1.0..1.1).contains(&ratio),
+            "estimate {estimate:?}, exported {exported}"
+        );
     }
 }

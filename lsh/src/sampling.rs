@@ -8,6 +8,7 @@ use crate::tables::HashTables;
 
 /// How candidates become the active set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 pub enum Strategy {
     /// The union of the query's `L` buckets. With a budget, tables are visited from a random
     /// starting table and retrieval stops once the budget is reached (SLIDE's "vanilla"
@@ -28,6 +29,7 @@ pub enum Strategy {
 
 /// A sampling strategy with its limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 pub struct Sampling {
     /// The rule that selects among candidates.
     pub strategy: Strategy,

@@ -40,9 +40,15 @@ use crate::family::{CodeBuffer, HashFamily, LshParams, mix64};
 use crate::vector::Vector;
 
 /// What a full bucket does with a new id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum BucketPolicy {
     /// Replace the oldest id: the bucket keeps the newest `capacity` ids.
+    #[default]
     Fifo,
     /// Reservoir sampling: the bucket keeps a uniform sample of all ids offered to it.
     Reservoir,
@@ -82,6 +88,16 @@ impl TablesConfig {
             num_ids,
             seed,
         }
+    }
+
+    /// Heap bytes the tables take at most once built and rebuilt: the bucket index
+    /// (`L * 2^range_pow` buckets), each table's id store and its compaction spare (at most
+    /// every id once per table, or every bucket full), and the rebuild's codes of every id.
+    pub fn estimated_bytes(&self) -> u64 {
+        let (l, buckets) = (self.l as u64, 1u64 << self.range_pow);
+        let stored = (self.num_ids as u64).min(buckets * self.bucket_capacity as u64);
+        let codes = (self.num_ids as u64).div_ceil(ROWS_PER_TASK as u64) * ROWS_PER_TASK as u64;
+        l * (buckets * std::mem::size_of::<Bucket>() as u64 + 2 * stored * 4 + codes * 4)
     }
 
     /// Checks the limits: `L`, `range_pow` as a family's, bucket capacity 1..=65535 with at

@@ -9,6 +9,11 @@ use crate::error::Result;
 
 /// A layer's non-linearity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum Activation {
     /// `max(0, z)`.
     Relu,
@@ -20,8 +25,14 @@ pub enum Activation {
 }
 
 /// How a layer stores its `out_dim x in_dim` weight matrix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum WeightLayout {
+    #[default]
     /// One row per neuron (`out_dim` rows of `in_dim`): a neuron's forward pass is one dot
     /// product and its update touches one row. Needed for LSH sampling, which hashes rows.
     NeuronMajor,
@@ -36,6 +47,7 @@ pub enum WeightLayout {
 
 /// How a layer's weights are drawn at construction (biases start at zero).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 pub enum Init {
     /// Glorot (Xavier) uniform: `U(-a, a)`, `a = sqrt(6 / (in_dim + out_dim))`. Tiny for a
     /// very wide layer: 0.003 for a 670K-wide output on 128 inputs.
@@ -89,6 +101,7 @@ impl Init {
 
 /// LSH sampling settings of a layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 pub struct LshConfig {
     /// Hash family.
     pub family: FamilyKind,
@@ -153,6 +166,7 @@ impl LshConfig {
 
 /// One layer of a network.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 pub struct LayerConfig {
     /// Number of neurons.
     pub out_dim: usize,

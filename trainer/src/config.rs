@@ -99,29 +99,6 @@ pub struct NetworkSection {
     pub layers: Vec<LayerSection>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-/// A layer's non-linearity.
-pub enum ActivationName {
-    /// `max(0, x)`.
-    Relu,
-    /// The identity.
-    Linear,
-    /// Softmax (the output layer).
-    Softmax,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "kebab-case")]
-/// How a layer stores its weights.
-pub enum LayoutName {
-    #[default]
-    /// One row per neuron (the layout LSH layers need).
-    NeuronMajor,
-    /// One row per input (fast for sparse inputs).
-    InputMajor,
-}
-
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 /// How a layer's weights are drawn.
@@ -144,10 +121,10 @@ pub struct LayerSection {
     /// Number of neurons.
     pub size: usize,
     /// Non-linearity.
-    pub activation: ActivationName,
+    pub activation: Activation,
     #[serde(default)]
     /// Weight storage.
-    pub layout: LayoutName,
+    pub layout: WeightLayout,
     /// How the weights are drawn: glorot (default), fan-in (PyTorch's Linear), normal or
     /// uniform (with `init_scale`).
     #[serde(default)]
@@ -186,17 +163,6 @@ pub enum StrategyName {
     Threshold,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "kebab-case")]
-/// What a full bucket does with a new neuron.
-pub enum PolicyName {
-    #[default]
-    /// Drops the oldest entry.
-    Fifo,
-    /// Keeps a uniform sample of everything offered.
-    Reservoir,
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 /// `[network.layers.lsh]`.
@@ -214,7 +180,7 @@ pub struct LshSection {
     pub bucket_capacity: Option<usize>,
     #[serde(default)]
     /// What a full bucket does.
-    pub policy: PolicyName,
+    pub policy: BucketPolicy,
     /// WTA/DWTA bin size.
     #[serde(default = "default_bin_size")]
     pub bin_size: usize,
@@ -648,15 +614,8 @@ fn resolved(lsh: &LshSection, width: usize) -> (LshParams, usize) {
 fn layer_config(layer: &LayerSection) -> LayerConfig {
     LayerConfig {
         out_dim: layer.size,
-        activation: match layer.activation {
-            ActivationName::Relu => Activation::Relu,
-            ActivationName::Linear => Activation::Linear,
-            ActivationName::Softmax => Activation::Softmax,
-        },
-        layout: match layer.layout {
-            LayoutName::NeuronMajor => WeightLayout::NeuronMajor,
-            LayoutName::InputMajor => WeightLayout::InputMajor,
-        },
+        activation: layer.activation,
+        layout: layer.layout,
         init: match (layer.init, layer.init_scale) {
             (InitName::Glorot, _) => Init::Glorot,
             (InitName::FanIn, _) => Init::FanIn,
@@ -685,10 +644,7 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                 },
                 params,
                 bucket_capacity,
-                policy: match lsh.policy {
-                    PolicyName::Fifo => BucketPolicy::Fifo,
-                    PolicyName::Reservoir => BucketPolicy::Reservoir,
-                },
+                policy: lsh.policy,
                 sampling: Sampling {
                     strategy: match lsh.strategy {
                         StrategyName::Vanilla => Strategy::Vanilla,
@@ -731,6 +687,12 @@ mod tests {
             if path.extension().is_some_and(|e| e == "toml") {
                 let config = load(&path, &[]).unwrap_or_else(|e| panic!("{e:#}"));
                 assert!(!config.network.layers.is_empty());
+                // The resolved core config goes through serde (the core's `serde` feature)
+                // and back unchanged.
+                let network = config.network(1000);
+                let text = serde_json::to_string(&network).unwrap();
+                let back: NetworkConfig = serde_json::from_str(&text).unwrap();
+                assert_eq!(back, network, "{}", path.display());
                 checked += 1;
             }
         }

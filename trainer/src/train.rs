@@ -15,7 +15,7 @@ use serde::Serialize;
 use slide::{EvalStats, Mode, Network, StepStats};
 
 use crate::checkpoint::{self, Position};
-use crate::config::{Config, EvalModeName, LayoutName};
+use crate::config::{Config, EvalModeName};
 use crate::data::{self, Loaded};
 
 /// Why a run stopped early: bad input (exit 2) or a failure while training (exit 1).
@@ -161,24 +161,15 @@ fn resident_mib() -> Option<f64> {
 
 /// Bytes the network will hold: parameters with Adam state, and LSH tables (about
 /// `L * (12 * 2^range_pow + 8 * neurons)` bytes per sampled layer).
-fn estimate_bytes(config: &Config, input_dim: usize) -> u64 {
-    let mut total = 0u64;
-    let mut in_dim = input_dim as u64;
-    for layer in &config.network.layers {
-        let out = layer.size as u64;
-        let (rows, row_len) = match layer.layout {
-            LayoutName::NeuronMajor => (out, in_dim),
-            LayoutName::InputMajor => (in_dim, out),
-        };
-        total += rows * 3 * row_len.div_ceil(16) * 16 * 4 + rows * 4 + out * 16;
-        if let Some(lsh) = &layer.lsh
-            && let Ok((params, _)) = lsh.resolve(layer.size)
-        {
-            total += params.l as u64 * (12 * (1u64 << params.range_pow) + 8 * out);
-        }
-        in_dim = out;
-    }
-    total
+/// Copies of the exported state a checkpoint write holds at its peak: the state itself,
+/// the tensors' byte copies and the serialised file.
+const CHECKPOINT_COPIES: u64 = 3;
+
+/// Bytes a run of `network` needs at its peak: the model, and a checkpoint write's copies.
+fn estimate_bytes(network: &slide::NetworkConfig) -> (u64, u64) {
+    let estimate = network.estimated_bytes();
+    let model = estimate.model();
+    (model, model + CHECKPOINT_COPIES * estimate.state)
 }
 
 fn available_bytes() -> Option<u64> {
@@ -209,24 +200,26 @@ fn prepare(config: &Config) -> Result<Prepared, Failure> {
             "the last layer has {last} neurons but the data has {labels} labels"
         )));
     }
-    let estimate = estimate_bytes(config, features);
+    let network_config = config.network(features);
+    let (model, peak) = estimate_bytes(&network_config);
     if let Some(available) = available_bytes()
-        && estimate > available
+        && peak > available
     {
         return Err(input(anyhow!(
-            "the model needs about {:.1} GB but only {:.1} GB of memory is available",
-            estimate as f64 / 1e9,
+            "the run needs about {:.1} GB (model {:.1} GB, more while writing a checkpoint) but only {:.1} GB of memory is available",
+            peak as f64 / 1e9,
+            model as f64 / 1e9,
             available as f64 / 1e9
         )));
     }
     println!(
-        "data: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB",
+        "data: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB, {:.0} MB while writing a checkpoint",
         loaded.train.examples().len(),
         loaded.test.examples().len(),
         started.elapsed().as_secs_f64(),
-        estimate as f64 / 1e6
+        model as f64 / 1e6,
+        peak as f64 / 1e6
     );
-    let network_config = config.network(features);
     // What a checkpoint must match: the network to be evaluated, every setting to be resumed.
     let identity = checkpoint::Identity::of(&network_config, config.train.batch_size);
     let net = Network::new(network_config).map_err(|e| input(e.into()))?;

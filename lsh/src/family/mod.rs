@@ -31,6 +31,7 @@ pub const MAX_TABLES: usize = u16::MAX as usize - 1;
 /// The shape shared by every family: `K` sub-hashes per table, `L` tables, and
 /// `2^range_pow` buckets per table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 pub struct LshParams {
     /// Sub-hashes concatenated into one bucket code (`K`).
     pub k: usize,
@@ -128,6 +129,7 @@ pub trait HashFamily: Send + Sync {
 
 /// Which family to build, with its family-specific settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 pub enum FamilyKind {
     /// Signed random projections.
     SimHash(Projection),

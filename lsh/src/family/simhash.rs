@@ -12,6 +12,7 @@ use crate::vector::Vector;
 
 /// How the random directions are drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 pub enum Projection {
     /// Sparse `±1` directions as in SLIDE: each direction reads `round(density * dim)`
     /// coordinates (at least one) chosen at random, each with a random sign. SLIDE's default

@@ -266,17 +266,28 @@ fn default_minhash_bits() -> u32 {
     3
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
-/// Which neurons an evaluation computes.
-pub enum EvalModeName {
+/// Which neurons an evaluation computes (`train.eval_mode`, `slide-train eval --mode`).
+pub enum EvalMode {
     /// Every output scored; hidden LSH layers sample as in training.
     #[default]
     Exact,
-    /// The output layer samples too.
+    /// Every LSH layer samples, the output layer too.
     Lsh,
     /// Every neuron of every layer.
     Dense,
+}
+
+impl EvalMode {
+    /// The core's pass mode.
+    pub fn mode(self) -> slide::Mode {
+        match self {
+            EvalMode::Exact => slide::Mode::EvalExact,
+            EvalMode::Lsh => slide::Mode::EvalLsh,
+            EvalMode::Dense => slide::Mode::EvalDense,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -315,7 +326,7 @@ pub struct TrainConfig {
     pub eval_samples: usize,
     #[serde(default)]
     /// Which neurons evaluations compute.
-    pub eval_mode: EvalModeName,
+    pub eval_mode: EvalMode,
     /// Probe the retrieval recall of the LSH layers every this many steps (0: only at
     /// evaluations).
     #[serde(default)]

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use slide_trainer::train::Failure;
 use slide_trainer::{config, generate, plot, train};
 
@@ -60,16 +60,6 @@ struct TrainArgs {
     resume: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum EvalMode {
-    /// Every output scored; hidden LSH layers sample as in training.
-    Exact,
-    /// Every LSH layer samples, the output layer too.
-    Lsh,
-    /// Every neuron of every layer.
-    Dense,
-}
-
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Evaluate a checkpoint on the config's test set.
@@ -85,7 +75,7 @@ enum Command {
         checkpoint: PathBuf,
         /// Which neurons to compute.
         #[arg(long, value_enum, default_value = "exact")]
-        mode: EvalMode,
+        mode: config::EvalMode,
         /// Evaluate only the first N test samples (default: all).
         #[arg(long, value_name = "N")]
         samples: Option<usize>,
@@ -229,11 +219,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             threads,
         }) => {
             let config = config::load(&config::locate(&config), &overrides).map_err(Input)?;
-            let mode = match mode {
-                EvalMode::Exact => slide::Mode::EvalExact,
-                EvalMode::Lsh => slide::Mode::EvalLsh,
-                EvalMode::Dense => slide::Mode::EvalDense,
-            };
+            let mode = mode.mode();
             pool(threads)?
                 .install(|| train::evaluate_checkpoint(&config, &checkpoint, mode, samples))
         }

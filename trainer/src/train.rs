@@ -15,7 +15,7 @@ use serde::Serialize;
 use slide::{EvalStats, Mode, Network, StepStats};
 
 use crate::checkpoint::{self, Position};
-use crate::config::{Config, EvalModeName};
+use crate::config::Config;
 use crate::data::{self, Loaded};
 
 /// Why a run stopped early: bad input (exit 2) or a failure while training (exit 1).
@@ -378,11 +378,7 @@ pub fn run(
     let t = &config.train;
     let mut order: Vec<usize> = (0..train.len()).collect();
     let mut eval_order: Vec<usize> = (0..test.len()).collect();
-    let eval_mode = match t.eval_mode {
-        EvalModeName::Exact => Mode::EvalExact,
-        EvalModeName::Lsh => Mode::EvalLsh,
-        EvalModeName::Dense => Mode::EvalDense,
-    };
+    let eval_mode = t.eval_mode.mode();
     let mut stats = StepStats::default();
     let training = Instant::now();
     let (mut samples, mut window_loss, mut window_steps) = (0usize, 0.0, 0usize);

@@ -1,7 +1,7 @@
 //! Evaluation: precision at 1, 3 and 5 with every output scored (blocked, so the output
 //! weights are read once per block of samples) or over the LSH-selected set, the collapse
 //! detector, a sample's outputs, and the tables' retrieval recall. One top-k with one tie
-//! rule ([`Top5`]) ranks outputs everywhere.
+//! rule (`Top5`) ranks outputs everywhere.
 
 use rayon::prelude::*;
 use slide_lsh::Vector;

@@ -30,40 +30,46 @@ pub fn read_idx(path: &Path, ndims: usize) -> Result<IdxArray, FormatError> {
     read_idx_from(BufReader::new(file), file_bytes, path, ndims)
 }
 
-/// [`read_idx`] of `file_bytes` bytes from `raw`; `path` names the source in errors.
-pub fn read_idx_from(
-    mut raw: impl Read,
-    file_bytes: u64,
-    path: &Path,
-    ndims: usize,
-) -> Result<IdxArray, FormatError> {
-    let bad = |offset: u64, problem: String| FormatError::Bytes {
-        path: path.to_path_buf(),
-        offset,
-        problem: super::printable(&problem),
-    };
-    let mut magic = [0u8; 2];
-    raw.read_exact(&mut magic)
-        .map_err(|_| bad(0, "file is shorter than an IDX header".into()))?;
-    let gzipped = magic == [0x1f, 0x8b];
-    let mut reader: Box<dyn Read> = if gzipped {
-        Box::new(GzDecoder::new(std::io::Cursor::new(magic).chain(raw)))
-    } else {
-        Box::new(std::io::Cursor::new(magic).chain(raw))
-    };
-    let read_err = |offset: u64, e: std::io::Error| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            bad(offset, "file ends inside the header".into())
-        } else if gzipped {
-            bad(offset, format!("gzip data is corrupt: {e}"))
-        } else {
-            io_error(path, &e)
+/// How a file's problems are reported: at a byte offset, naming the file.
+struct Errors<'a> {
+    path: &'a Path,
+    gzipped: bool,
+}
+
+impl Errors<'_> {
+    fn bad(&self, offset: u64, problem: String) -> FormatError {
+        FormatError::Bytes {
+            path: self.path.to_path_buf(),
+            offset,
+            problem: super::printable(&problem),
         }
-    };
+    }
+
+    /// A read that failed at `offset`: a short header, corrupt gzip data or an I/O error.
+    fn read(&self, offset: u64, e: std::io::Error) -> FormatError {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            self.bad(offset, "file ends inside the header".into())
+        } else if self.gzipped {
+            self.bad(offset, format!("gzip data is corrupt: {e}"))
+        } else {
+            io_error(self.path, &e)
+        }
+    }
+}
+
+/// The header after the 2 magic bytes already read: type, dimension count, then each
+/// dimension's size. Returns the sizes and their product (the data bytes).
+fn read_header(
+    reader: &mut dyn Read,
+    ndims: usize,
+    errors: &Errors<'_>,
+) -> Result<(Vec<usize>, u64), FormatError> {
     let mut header = [0u8; 4];
-    reader.read_exact(&mut header).map_err(|e| read_err(0, e))?;
+    reader
+        .read_exact(&mut header)
+        .map_err(|e| errors.read(0, e))?;
     if header[0] != 0 || header[1] != 0 {
-        return Err(bad(
+        return Err(errors.bad(
             0,
             format!(
                 "bad magic {:02x} {:02x}: not an IDX file",
@@ -72,16 +78,13 @@ pub fn read_idx_from(
         ));
     }
     if header[2] != 0x08 {
-        return Err(bad(
+        return Err(errors.bad(
             2,
             format!("data type 0x{:02x} is not unsigned bytes (0x08)", header[2]),
         ));
     }
     if header[3] as usize != ndims {
-        return Err(bad(
-            3,
-            format!("{} dimensions, expected {ndims}", header[3]),
-        ));
+        return Err(errors.bad(3, format!("{} dimensions, expected {ndims}", header[3])));
     }
     let mut dims = Vec::with_capacity(ndims);
     let mut total: u64 = 1;
@@ -90,11 +93,39 @@ pub fn read_idx_from(
         let offset = 4 + 4 * i as u64;
         reader
             .read_exact(&mut size)
-            .map_err(|e| read_err(offset, e))?;
+            .map_err(|e| errors.read(offset, e))?;
         let size = u32::from_be_bytes(size);
         total = total.saturating_mul(u64::from(size));
         dims.push(size as usize);
     }
+    Ok((dims, total))
+}
+
+/// [`read_idx`] of `file_bytes` bytes from `raw`; `path` names the source in errors.
+pub fn read_idx_from(
+    mut raw: impl Read,
+    file_bytes: u64,
+    path: &Path,
+    ndims: usize,
+) -> Result<IdxArray, FormatError> {
+    let mut magic = [0u8; 2];
+    raw.read_exact(&mut magic).map_err(|_| {
+        Errors {
+            path,
+            gzipped: false,
+        }
+        .bad(0, "file is shorter than an IDX header".into())
+    })?;
+    let gzipped = magic == [0x1f, 0x8b];
+    let errors = Errors { path, gzipped };
+    let bad = |offset: u64, problem: String| errors.bad(offset, problem);
+    let read_err = |offset: u64, e: std::io::Error| errors.read(offset, e);
+    let mut reader: Box<dyn Read> = if gzipped {
+        Box::new(GzDecoder::new(std::io::Cursor::new(magic).chain(raw)))
+    } else {
+        Box::new(std::io::Cursor::new(magic).chain(raw))
+    };
+    let (dims, total) = read_header(&mut reader, ndims, &errors)?;
     let data_start = 4 + 4 * ndims as u64;
     if total > MAX_BYTES {
         return Err(bad(

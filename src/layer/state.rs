@@ -29,9 +29,9 @@ pub struct LayerState {
     pub bias_steps: Vec<u32>,
     /// The LSH tables' contents, for sampled layers.
     pub tables: Option<slide_lsh::TablesState>,
-    /// The shared negatives in force (see [`LshConfig::shared_negatives`]; empty if none).
+    /// The shared negatives in force (see [`LshConfig::shared_negatives`](super::LshConfig::shared_negatives); empty if none).
     pub shared: Vec<u32>,
-    /// The query center in force (see [`LshConfig::center_queries`]; empty if none).
+    /// The query center in force (see [`LshConfig::center_queries`](super::LshConfig::center_queries); empty if none).
     pub center: Vec<f32>,
 }
 

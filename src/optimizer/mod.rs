@@ -112,6 +112,7 @@ impl SparseLayer {
                 let worker =
                     rayon::current_thread_index().unwrap_or(0) % shared.gradient_rows.len();
                 shared.gradient_rows[worker]
+                    .0
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
             },

@@ -211,11 +211,16 @@ pub(super) fn bias_gradients<B: LayerBatch + ?Sized>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::layer::{Activation, Init, LayerConfig, LayerTrace};
 
-    fn layer(in_dim: usize, out_dim: usize, layout: WeightLayout) -> SparseLayer {
+    /// A linear layer without LSH.
+    pub(in crate::optimizer) fn layer(
+        in_dim: usize,
+        out_dim: usize,
+        layout: WeightLayout,
+    ) -> SparseLayer {
         let config = LayerConfig {
             out_dim,
             activation: Activation::Linear,
@@ -226,7 +231,12 @@ mod tests {
         SparseLayer::new(in_dim, &config, 5).unwrap()
     }
 
-    fn trace(active: &[u32], delta: &[f32], shape: (usize, usize)) -> LayerTrace {
+    /// A sparse trace over `active` with gradient `delta`, selected by a layer of `shape`.
+    pub(in crate::optimizer) fn trace(
+        active: &[u32],
+        delta: &[f32],
+        shape: (usize, usize),
+    ) -> LayerTrace {
         LayerTrace {
             dense: false,
             active: active.to_vec(),

@@ -199,31 +199,9 @@ impl SparseLayer {
 
 #[cfg(test)]
 mod tests {
+    use super::grouping::tests::{layer, trace};
     use super::*;
-    use crate::layer::{Activation, Init, LayerConfig, LayerTrace};
     use slide_lsh::Vector;
-
-    fn layer(in_dim: usize, out_dim: usize, layout: WeightLayout) -> SparseLayer {
-        let config = LayerConfig {
-            out_dim,
-            activation: Activation::Linear,
-            layout,
-            init: Init::Glorot,
-            lsh: None,
-        };
-        SparseLayer::new(in_dim, &config, 5).unwrap()
-    }
-
-    fn trace(active: &[u32], delta: &[f32], shape: (usize, usize)) -> LayerTrace {
-        LayerTrace {
-            dense: false,
-            active: active.to_vec(),
-            out: vec![0.0; active.len()],
-            delta: delta.to_vec(),
-            shape,
-            ..LayerTrace::default()
-        }
-    }
 
     /// A layer-level update checks what it is given before touching anything.
     #[test]

@@ -4,18 +4,18 @@
 //! rule (`Top5`) ranks outputs everywhere.
 
 use rayon::prelude::*;
-use slide_lsh::Vector;
 
 use crate::data::Examples;
 use crate::error::Result;
-use crate::kernels::kernels;
+use crate::kernels::scores_gemm;
 use crate::layer::{Mode, WeightLayout, ranks_before};
 use crate::network::Network;
 use crate::stats::{EvalStats, Recall};
 use crate::workspace::{Workspace, layer_input};
 
-/// Samples an evaluation pass holds at once.
-pub const EVAL_BLOCK: usize = 256;
+/// Samples an evaluation pass holds at once: the output weights are read once per block, so
+/// larger blocks read them less often (at 670K outputs, 1,024 measured 10% faster than 256).
+pub const EVAL_BLOCK: usize = 1024;
 
 /// A sample's 5 best `(score, neuron)` pairs, best first; ties go to the lower neuron id
 /// (see [`ranks_before`]), so the result does not depend on the order offers arrive in.
@@ -77,7 +77,8 @@ impl Network {
     /// `batch`. When every output is scored ([`Mode::EvalExact`], [`Mode::EvalDense`]) and
     /// the output layer is neuron-major, each block reads the output weights once for all
     /// its samples and keeps only each sample's 5 best scores: at 670K outputs that is one
-    /// pass over 340 MB per block instead of one per sample, and no per-sample score vector.
+    /// pass over 340 MB per block instead of one per sample, and no per-sample score vector;
+    /// the scores are one matrix product per block of 256 output rows.
     /// The ranking is by logit (ties: lower neuron id first), which the softmax preserves.
     pub fn evaluate(
         &self,
@@ -144,35 +145,55 @@ impl Network {
     }
 
     /// The 5 highest output logits of each sample of `block` (whose hidden layers
-    /// [`Self::run_batch`] has run into `ws`), every output neuron scored. Parallel over
-    /// blocks of output rows, each read once for all samples while it sits in cache.
+    /// [`Self::run_batch`] has run into `ws`), every output neuron scored: the block's
+    /// inputs as a dense matrix times each block of output rows, as one matrix product per
+    /// block of rows (each row read once for all samples while it sits in cache), in
+    /// parallel over blocks of rows; a row's score joins a sample's top 5 only when it beats
+    /// the sample's 5th best, checked with one comparison.
     fn best_outputs(&self, ws: &Workspace, data: &dyn Examples, block: &[usize]) -> Vec<Top5> {
         const ROWS: usize = 256;
         let last = self.layers().len() - 1;
         let layer = &self.layers()[last];
-        let inputs: Vec<Vector<'_>> = ws
-            .batch()
-            .iter()
-            .zip(block)
-            .map(|(state, &sample)| layer_input(&state.traces, last, data, sample))
-            .collect();
-        let k = kernels();
-        let n = block.len();
-        let out_dim = layer.out_dim();
+        let (n, dim, out_dim) = (block.len(), layer.in_dim(), layer.out_dim());
+        let mut x = vec![0.0f32; n * dim];
+        for ((row, state), &sample) in x.chunks_exact_mut(dim).zip(ws.batch()).zip(block) {
+            layer_input(&state.traces, last, data, sample).for_each_nonzero(|i, v| row[i] = v);
+        }
+        let (weights, stride) = layer.weight_rows();
         (0..out_dim.div_ceil(ROWS))
             .into_par_iter()
             .fold(
-                || vec![Top5::EMPTY; n],
-                |mut best, chunk| {
-                    let rows = chunk * ROWS..((chunk + 1) * ROWS).min(out_dim);
-                    for (best, x) in best.iter_mut().zip(&inputs) {
-                        for j in rows.clone() {
-                            best.offer(layer.neuron_logit(k, j, *x), j as u32);
+                || (vec![Top5::EMPTY; n], vec![0.0f32; n * ROWS]),
+                |(mut best, mut scores), chunk| {
+                    let first = chunk * ROWS;
+                    let rows = ROWS.min(out_dim - first);
+                    let w = &weights[first * stride..];
+                    scores_gemm(&x, n, dim, w, rows, stride, &mut scores);
+                    let bias = &layer.biases()[first..first + rows];
+                    for (best, z) in best.iter_mut().zip(scores.chunks_exact_mut(rows)) {
+                        // Runs of 16: the biases added and the largest score found without
+                        // branching (vectorised), then a run is looked into only if its
+                        // largest score would enter the top 5 (rare once it has filled).
+                        for (run, (z, b)) in z.chunks_mut(16).zip(bias.chunks(16)).enumerate() {
+                            let mut top = f32::NEG_INFINITY;
+                            for (z, &b) in z.iter_mut().zip(b) {
+                                *z += b;
+                                top = top.max(*z);
+                            }
+                            if top < best.0[4].0 {
+                                continue;
+                            }
+                            for (j, &z) in z.iter().enumerate() {
+                                if z >= best.0[4].0 {
+                                    best.offer(z, (first + run * 16 + j) as u32);
+                                }
+                            }
                         }
                     }
-                    best
+                    (best, scores)
                 },
             )
+            .map(|(best, _)| best)
             .reduce(
                 || vec![Top5::EMPTY; n],
                 |mut a, b| {

@@ -83,3 +83,33 @@ fn adam_step_constants_follow_pytorch() {
     let late = AdamStep::new(0.1, 0.9, 0.999, 1e-8, 100_000);
     assert!((late.step_size - 0.1).abs() < 1e-6 && (late.inv_sqrt_bias2 - 1.0).abs() < 1e-6);
 }
+
+/// The blocked score product equals a plain triple loop within rounding, with rows further
+/// apart than their length (as the layers store them, moments in between).
+#[test]
+fn scores_gemm_matches_a_plain_product() {
+    let (n, dim, rows, stride) = (7, 37, 45, 48);
+    let x: Vec<f32> = (0..n * dim)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+        .collect();
+    let w: Vec<f32> = (0..rows * stride)
+        .map(|i| ((i * 53 % 89) as f32 - 44.0) / 30.0)
+        .collect();
+    let mut out = vec![f32::NAN; n * rows];
+    slide::kernels::scores_gemm(&x, n, dim, &w, rows, stride, &mut out);
+    for s in 0..n {
+        for j in 0..rows {
+            let (mut want, mut magnitude) = (0.0f64, 0.0f64);
+            for k in 0..dim {
+                let p = f64::from(x[s * dim + k]) * f64::from(w[j * stride + k]);
+                want += p;
+                magnitude += p.abs();
+            }
+            let got = f64::from(out[s * rows + j]);
+            assert!(
+                (got - want).abs() <= 1e-5 * magnitude + 1e-6,
+                "({s}, {j}): {got} vs {want}"
+            );
+        }
+    }
+}

@@ -136,3 +136,51 @@ pub fn sparse_dot(w: &[f32], indices: &[u32], values: &[f32]) -> f32 {
     }
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
 }
+
+/// `out[s * rows + j] = sum_k x[s * dim + k] * w[j * row_stride + k]` for `n` samples of
+/// `dim` values (`x`, row-major) and `rows` weight rows of `dim` values `row_stride` apart
+/// (`w`): the scores of a block of neurons for a block of samples, as one matrix product
+/// (matrixmultiply's packed, blocked sgemm, with its AVX-512 or AVX2+FMA kernel chosen at
+/// run time). Panics if a slice is too short for the sizes given.
+pub fn scores_gemm(
+    x: &[f32],
+    n: usize,
+    dim: usize,
+    w: &[f32],
+    rows: usize,
+    row_stride: usize,
+    out: &mut [f32],
+) {
+    if n == 0 || rows == 0 {
+        return;
+    }
+    assert!(row_stride >= dim, "rows overlap");
+    assert!(x.len() >= n * dim, "x holds fewer than n rows of dim");
+    assert!(
+        w.len() >= (rows - 1) * row_stride + dim,
+        "w holds fewer than rows rows"
+    );
+    assert!(out.len() >= n * rows, "out holds fewer than n rows of rows");
+    // SAFETY: the asserts above keep every element the product reads (`x[s * dim + k]`,
+    // `w[j * row_stride + k]` for s < n, j < rows, k < dim) and writes (`out[s * rows + j]`)
+    // inside its slice; `out` is exclusively borrowed, so it aliases neither input; with
+    // beta = 0 its old contents are never read.
+    unsafe {
+        matrixmultiply::sgemm(
+            n,
+            dim,
+            rows,
+            1.0,
+            x.as_ptr(),
+            dim as isize,
+            1,
+            w.as_ptr(),
+            1,
+            row_stride as isize,
+            0.0,
+            out.as_mut_ptr(),
+            rows as isize,
+            1,
+        );
+    }
+}

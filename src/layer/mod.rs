@@ -236,6 +236,17 @@ impl SparseLayer {
         &self.params[r * 3 * self.stride..][..self.stride]
     }
 
+    /// The stored rows' weights and the distance between two rows' starts: row `r`'s
+    /// weights are `rows[r * stride..][..row_len]` (Adam's moments sit in between).
+    pub(crate) fn weight_rows(&self) -> (&[f32], usize) {
+        (&self.params, 3 * self.stride)
+    }
+
+    /// Every neuron's bias.
+    pub(crate) fn biases(&self) -> &[f32] {
+        &self.bias
+    }
+
     /// The weight from `input` to `neuron`. Panics if either is out of range.
     pub fn weight(&self, neuron: usize, input: usize) -> f32 {
         self.params[self.index(neuron, input)]

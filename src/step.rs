@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use slide_lsh::{LshError, mix64};
 
 use crate::data::Examples;
-use crate::error::{Result, SlideError, input_error};
+use crate::error::{Result, SlideError};
 use crate::eval::Top5;
 use crate::layer::{Mode, SelectScratch, SparseLayer, sample_rng};
 use crate::loss::softmax_cross_entropy;
@@ -26,7 +26,6 @@ const SHARED_REFRESH: u64 = 8;
 #[derive(Clone, Copy)]
 pub(crate) struct Pass<'a> {
     pub(crate) layers: &'a [SparseLayer],
-    pub(crate) input_dim: usize,
     pub(crate) data: &'a dyn Examples,
     pub(crate) mode: Mode,
     /// Stop before the output layer (exact evaluation scores it for a block at once).
@@ -83,9 +82,7 @@ impl Pass<'_> {
         state: &mut SampleState,
     ) -> Result<()> {
         let input = self.data.input(sample);
-        input
-            .validate(self.input_dim)
-            .map_err(|e| input_error(sample, e))?;
+        self.layers[0].check_input(sample, input)?;
         let labels = self.data.labels(sample);
         let last = self.layers.len() - 1;
         let num_labels = self.layers[last].out_dim();
@@ -169,7 +166,6 @@ impl Network {
         ws.prepare(self, batch.len());
         let pass = Pass {
             layers: self.layers(),
-            input_dim: self.config().input_dim,
             data,
             mode,
             hidden_only,

@@ -468,3 +468,33 @@ proptest! {
         }
     }
 }
+
+/// A family kind knows its bits per code before it is built (for tuning): the same as the
+/// built family's, and an error for settings out of range.
+#[test]
+fn bits_per_code_is_known_before_building() {
+    let params = LshParams {
+        k: 3,
+        l: 4,
+        range_pow: 8,
+    };
+    for (kind, bits) in [
+        (FamilyKind::SimHash(Projection::Sparse { density: 0.3 }), 1),
+        (FamilyKind::SimHash(Projection::Gaussian), 1),
+        (FamilyKind::Wta { bin_size: 8 }, 3),
+        (FamilyKind::Dwta { bin_size: 16 }, 4),
+        (FamilyKind::MinHash { bits: 5 }, 5),
+    ] {
+        assert_eq!(kind.bits_per_code().unwrap(), bits, "{kind:?}");
+        let built = LshFamily::new(kind, 64, params, 1).unwrap();
+        assert_eq!(built.bits_per_code(), bits, "{kind:?}");
+    }
+    for bad in [
+        FamilyKind::Dwta { bin_size: 3 },
+        FamilyKind::MinHash { bits: 0 },
+        FamilyKind::SimHash(Projection::Sparse { density: 0.0 }),
+    ] {
+        assert!(bad.bits_per_code().is_err(), "{bad:?}");
+        assert!(bad.validate(params).is_err(), "{bad:?}");
+    }
+}

@@ -28,7 +28,7 @@ impl SparseLayer {
         scratch: &mut SelectScratch,
         trace: &mut LayerTrace,
     ) -> Result<()> {
-        self.check_input(input)?;
+        self.check_input(0, input)?;
         if let Some(&id) = forced.iter().find(|&&id| id as usize >= self.out_dim) {
             return Err(SlideError::LabelOutOfRange {
                 sample: 0,
@@ -105,7 +105,7 @@ impl SparseLayer {
     ///
     /// Errors: an input that does not fit the layer, or a trace selected by another layer.
     pub fn forward(&self, input: Vector<'_>, trace: &mut LayerTrace) -> Result<u64> {
-        self.check_input(input)?;
+        self.check_input(0, input)?;
         self.check_trace(trace)?;
         Ok(self.forward_active(input, trace))
     }
@@ -170,7 +170,7 @@ impl SparseLayer {
         trace: &mut LayerTrace,
         input_gradient: &mut Vec<f32>,
     ) -> Result<u64> {
-        self.check_input(input)?;
+        self.check_input(0, input)?;
         self.check_trace(trace)?;
         if trace.delta.len() != trace.out.len() {
             return Err(self.misuse("the gradient must have one value per active neuron"));
@@ -201,10 +201,12 @@ impl SparseLayer {
         }
     }
 
-    fn check_input(&self, input: Vector<'_>) -> Result<()> {
+    /// Checks that `input` fits the layer (length or index range, finite values); errors
+    /// name it as sample `sample`.
+    pub(crate) fn check_input(&self, sample: usize, input: Vector<'_>) -> Result<()> {
         input
             .validate(self.in_dim)
-            .map_err(|e| crate::error::input_error(0, e))
+            .map_err(|e| crate::error::input_error(sample, e))
     }
 
     fn check_trace(&self, trace: &LayerTrace) -> Result<()> {

@@ -78,10 +78,7 @@ impl SparseLayer {
         }
         for s in 0..batch.samples() {
             let trace = batch.trace(s);
-            batch
-                .input(s)
-                .validate(self.in_dim)
-                .map_err(|e| crate::error::input_error(s, e))?;
+            self.check_input(s, batch.input(s))?;
             if trace.shape != (self.in_dim, self.out_dim) || trace.delta.len() != trace.len() {
                 return Err(config_error(
                     what(),

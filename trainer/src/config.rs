@@ -221,12 +221,21 @@ pub struct LshSection {
 }
 
 impl LshSection {
-    /// Bits one sub-hash contributes to a bucket code.
-    fn bits_per_code(&self) -> u32 {
+    /// The core's family with its settings from the flat keys (`family`, `bin_size`,
+    /// `density`, `bits`).
+    fn family(&self) -> FamilyKind {
         match self.family {
-            FamilyName::Simhash | FamilyName::SimhashGaussian => 1,
-            FamilyName::Wta | FamilyName::Dwta => self.bin_size.max(2).trailing_zeros(),
-            FamilyName::Minhash => self.bits,
+            FamilyName::Simhash => FamilyKind::SimHash(Projection::Sparse {
+                density: self.density,
+            }),
+            FamilyName::SimhashGaussian => FamilyKind::SimHash(Projection::Gaussian),
+            FamilyName::Wta => FamilyKind::Wta {
+                bin_size: self.bin_size,
+            },
+            FamilyName::Dwta => FamilyKind::Dwta {
+                bin_size: self.bin_size,
+            },
+            FamilyName::Minhash => FamilyKind::MinHash { bits: self.bits },
         }
     }
 
@@ -242,7 +251,8 @@ impl LshSection {
                 let Some(budget) = self.budget else {
                     bail!("k, l and range_pow are tuned from budget, which is missing");
                 };
-                let tuned = slide::lsh::tune_for_budget(width, budget, self.bits_per_code())?;
+                let bits = self.family().bits_per_code()?;
+                let tuned = slide::lsh::tune_for_budget(width, budget, bits)?;
                 Ok((
                     tuned.params,
                     self.bucket_capacity.unwrap_or(tuned.bucket_capacity),
@@ -640,19 +650,7 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
         lsh: layer.lsh.as_ref().map(|lsh| {
             let (params, bucket_capacity) = resolved(lsh, layer.size);
             LshConfig {
-                family: match lsh.family {
-                    FamilyName::Simhash => FamilyKind::SimHash(Projection::Sparse {
-                        density: lsh.density,
-                    }),
-                    FamilyName::SimhashGaussian => FamilyKind::SimHash(Projection::Gaussian),
-                    FamilyName::Wta => FamilyKind::Wta {
-                        bin_size: lsh.bin_size,
-                    },
-                    FamilyName::Dwta => FamilyKind::Dwta {
-                        bin_size: lsh.bin_size,
-                    },
-                    FamilyName::Minhash => FamilyKind::MinHash { bits: lsh.bits },
-                },
+                family: lsh.family(),
                 params,
                 bucket_capacity,
                 policy: lsh.policy,

@@ -169,13 +169,24 @@ impl FamilyKind {
     /// bits are folded, so `K` times the bits per code has no limit of its own.
     pub fn validate(&self, params: LshParams) -> Result<()> {
         params.validate()?;
+        self.bits_per_code().map(|_| ())
+    }
+
+    /// Bits each sub-hash contributes to an exactly concatenated bucket code (what
+    /// [`HashFamily::bits_per_code`] of the built family returns, and what
+    /// [`tune_for_budget`](crate::tune_for_budget) needs): 1 for SimHash, `log2(bin_size)`
+    /// for WTA and DWTA, `bits` for MinHash. Fails when the family's own settings are out
+    /// of range (see [`validate`](Self::validate)).
+    pub fn bits_per_code(&self) -> Result<u32> {
         match *self {
-            FamilyKind::SimHash(Projection::Sparse { density }) => simhash::check_density(density),
-            FamilyKind::SimHash(Projection::Gaussian) => Ok(()),
-            FamilyKind::Wta { bin_size } | FamilyKind::Dwta { bin_size } => {
-                wta::check_bin_size(bin_size)
+            FamilyKind::SimHash(Projection::Sparse { density }) => {
+                simhash::check_density(density).map(|_| 1)
             }
-            FamilyKind::MinHash { bits } => minhash::check_bits(bits),
+            FamilyKind::SimHash(Projection::Gaussian) => Ok(1),
+            FamilyKind::Wta { bin_size } | FamilyKind::Dwta { bin_size } => {
+                wta::check_bin_size(bin_size).map(|_| bin_size.trailing_zeros())
+            }
+            FamilyKind::MinHash { bits } => minhash::check_bits(bits).map(|_| bits),
         }
     }
 }

@@ -88,10 +88,10 @@ pub use data::{DenseExamples, Examples, SparseExamples};
 pub use error::{Result, SlideError};
 pub use eval::EVAL_BLOCK;
 pub use layer::{
-    Activation, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode, SampleRng,
-    SelectScratch, SparseLayer, WeightLayout, sample_rng,
+    Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
+    SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, WeightLayout, sample_rng,
 };
-pub use network::{Network, NetworkState};
+pub use network::{Network, NetworkState, StateScalars};
 pub use optimizer::{Adam, AdamConfig, LayerGradients, UpdateCounts, UpdateScratch};
 pub use slide_lsh as lsh;
 pub use stats::{ActiveSources, EvalStats, PhaseTimes, Recall, StepStats};

@@ -9,7 +9,7 @@ use slide_lsh::mix64;
 
 use crate::config::{NetworkConfig, RebuildSchedule};
 use crate::error::{Result, SlideError, config_error};
-use crate::layer::{LayerState, SparseLayer};
+use crate::layer::{Elem, LayerState, SparseLayer, StateSource, StateTensor};
 use crate::optimizer::Adam;
 
 /// Everything a network needs to continue training exactly where it stopped: every
@@ -24,6 +24,20 @@ pub struct NetworkState {
     pub rebuild_period: f64,
     /// Per layer, input first.
     pub layers: Vec<LayerState>,
+}
+
+/// What a checkpoint stores of a network beside its tensors (see
+/// [`Network::state_scalars`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateScalars {
+    /// Training steps taken.
+    pub step: u64,
+    /// The step after which the tables are rebuilt next.
+    pub next_rebuild: u64,
+    /// The current rebuild period.
+    pub rebuild_period: f64,
+    /// Per layer, its tables' generation (`None` for layers without LSH).
+    pub generations: Vec<Option<u64>>,
 }
 
 /// Where training stands: steps taken and the rebuild schedule's position.
@@ -166,6 +180,88 @@ impl Network {
         Ok(())
     }
 
+    /// What a checkpoint stores beside the tensors: where training stands and each
+    /// layer's table generation.
+    pub fn state_scalars(&self) -> StateScalars {
+        StateScalars {
+            step: self.schedule.step,
+            next_rebuild: self.schedule.next_rebuild,
+            rebuild_period: self.schedule.period,
+            generations: self
+                .layers
+                .iter()
+                .map(SparseLayer::tables_generation)
+                .collect(),
+        }
+    }
+
+    /// Every layer's [`SparseLayer::state_tensors`], named `layers.I.NAME`, sorted by name.
+    pub fn state_tensors(&self) -> Vec<StateTensor> {
+        let mut out: Vec<StateTensor> = self
+            .layers
+            .iter()
+            .enumerate()
+            .flat_map(|(i, layer)| {
+                layer.state_tensors().into_iter().map(move |t| StateTensor {
+                    name: format!("layers.{i}.{}", t.name),
+                    ..t
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Passes tensor `name` (one of [`state_tensors`](Self::state_tensors)) to `sink` as
+    /// little-endian bytes in pieces (see [`SparseLayer::write_state_tensor`]).
+    pub fn write_state_tensor<E: From<SlideError>>(
+        &self,
+        name: &str,
+        sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let (layer, rest) = split_layer_name(name)
+            .filter(|&(i, _)| i < self.layers.len())
+            .ok_or_else(|| config_error("network state", format!("has no tensor `{name}`")))?;
+        self.layers[layer].write_state_tensor(rest, sink)
+    }
+
+    /// Continues from the state `source` holds under the names of
+    /// [`state_tensors`](Self::state_tensors) and `scalars`, read into the layers' own
+    /// storage piece by piece (see [`SparseLayer::read_state`]; on an error the network's
+    /// contents are unspecified).
+    pub fn read_state<S: StateSource + ?Sized>(
+        &mut self,
+        scalars: &StateScalars,
+        source: &mut S,
+    ) -> std::result::Result<(), S::Error> {
+        let fail = |reason: String| S::Error::from(config_error("network state", reason));
+        let layers = (0..)
+            .take_while(|i| source.tensor(&format!("layers.{i}.weight")).is_some())
+            .count();
+        if layers != self.layers.len() || scalars.generations.len() != self.layers.len() {
+            return Err(fail(format!(
+                "has {layers} layers, the network {}",
+                self.layers.len()
+            )));
+        }
+        if !(scalars.rebuild_period.is_finite() && scalars.rebuild_period >= 1.0) {
+            return Err(fail("rebuild period must be at least 1".into()));
+        }
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            let mut prefixed = Prefixed {
+                prefix: format!("layers.{i}."),
+                inner: &mut *source,
+            };
+            layer.read_state(scalars.generations[i], &mut prefixed)?;
+        }
+        self.schedule = Progress {
+            step: scalars.step,
+            next_rebuild: scalars.next_rebuild,
+            period: scalars.rebuild_period,
+        };
+        Ok(())
+    }
+
     /// Rebuilds every LSH layer's tables from the current weights.
     pub fn rebuild_tables(&mut self) -> Result<()> {
         self.layers
@@ -179,8 +275,44 @@ impl Network {
         self.layers.iter().map(SparseLayer::table_stats).collect()
     }
 
+    /// Whether every parameter and Adam moment is finite (a network that is not cannot be
+    /// trained on).
+    pub fn is_finite(&self) -> bool {
+        self.layers.iter().all(SparseLayer::is_finite)
+    }
+
     /// Heap bytes held by all layers (parameters, Adam state, tables).
     pub fn memory_bytes(&self) -> usize {
         self.layers.iter().map(SparseLayer::memory_bytes).sum()
+    }
+}
+
+/// `layers.I.NAME` as `(I, NAME)`.
+fn split_layer_name(name: &str) -> Option<(usize, &str)> {
+    let (index, rest) = name.strip_prefix("layers.")?.split_once('.')?;
+    Some((index.parse().ok()?, rest))
+}
+
+/// A network's [`StateSource`] seen by one layer: its names without `layers.I.`.
+struct Prefixed<'a, S: ?Sized> {
+    prefix: String,
+    inner: &'a mut S,
+}
+
+impl<S: StateSource + ?Sized> StateSource for Prefixed<'_, S> {
+    type Error = S::Error;
+
+    fn tensor(&self, name: &str) -> Option<(Elem, Vec<usize>)> {
+        self.inner.tensor(&format!("{}{name}", self.prefix))
+    }
+
+    fn read(
+        &mut self,
+        name: &str,
+        offset: usize,
+        out: &mut [u8],
+    ) -> std::result::Result<(), S::Error> {
+        self.inner
+            .read(&format!("{}{name}", self.prefix), offset, out)
     }
 }

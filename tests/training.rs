@@ -7,7 +7,8 @@ use common::*;
 use slide::Examples;
 use slide::kernels::AdamStep;
 use slide::{
-    Activation, AdamConfig, Mode, Network, NetworkConfig, RebuildSchedule, SlideError, StepStats,
+    Activation, AdamConfig, Elem, Mode, Network, NetworkConfig, RebuildSchedule, SlideError,
+    StateSource, StateTensor, StepStats,
 };
 
 fn train(
@@ -562,11 +563,9 @@ fn blocked_exact_evaluation_ranks_like_one_sample_at_a_time() {
     }
 }
 
-/// A network restored from an exported state continues bit for bit like the original:
-/// LSH on both layers, rebuilds before and after the save.
-#[test]
-fn exported_state_resumes_training_exactly() {
-    let data = sparse_data(256, 60, 40, 21);
+/// A network whose output layer keeps shared negatives and a query center, refreshed every
+/// 8 steps (both part of the state), and rebuilds on a growing period.
+fn resumable_config(seed: u64) -> NetworkConfig {
     // The output layer keeps shared negatives and a query center, refreshed every 8 steps:
     // both are part of the state.
     let layers = || {
@@ -579,7 +578,7 @@ fn exported_state_resumes_training_exactly() {
         });
         vec![input_major(24, Activation::Relu), output]
     };
-    let config = |seed| NetworkConfig {
+    NetworkConfig {
         input_dim: 60,
         layers: layers(),
         adam: AdamConfig {
@@ -591,7 +590,70 @@ fn exported_state_resumes_training_exactly() {
             growth: 1.5,
         },
         seed,
-    };
+    }
+}
+
+/// Every tensor a network streams is the exported state's bytes under its checkpoint name,
+/// and reading the streamed tensors into a fresh network restores that state.
+#[test]
+fn streamed_state_is_the_exported_state() {
+    let data = sparse_data(256, 60, 40, 21);
+    let mut original = Network::new(resumable_config(22)).unwrap();
+    train(&mut original, &data, 11, 16);
+    let state = original.export_state();
+    let mut files = std::collections::BTreeMap::new();
+    for t in original.state_tensors() {
+        let mut bytes = Vec::new();
+        original
+            .write_state_tensor(&t.name, &mut |piece: &[u8]| -> Result<(), SlideError> {
+                bytes.extend_from_slice(piece);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(bytes.len(), t.byte_len(), "{}", t.name);
+        files.insert(t.name.clone(), (t, bytes));
+    }
+    let le = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    assert_eq!(files["layers.1.weight"].1, le(&state.layers[1].weights));
+    assert_eq!(files["layers.0.adam_v"].1, le(&state.layers[0].v));
+    assert_eq!(
+        files["layers.1.query_center"].1,
+        le(&state.layers[1].center)
+    );
+    assert_eq!(files.len(), 8 + 13);
+
+    struct Files(std::collections::BTreeMap<String, (StateTensor, Vec<u8>)>);
+    impl StateSource for Files {
+        type Error = SlideError;
+        fn tensor(&self, name: &str) -> Option<(Elem, Vec<usize>)> {
+            self.0.get(name).map(|(t, _)| (t.elem, t.shape.clone()))
+        }
+        fn read(&mut self, name: &str, offset: usize, out: &mut [u8]) -> Result<(), SlideError> {
+            out.copy_from_slice(&self.0[name].1[offset..offset + out.len()]);
+            Ok(())
+        }
+    }
+    let scalars = original.state_scalars();
+    let mut files = Files(files);
+    let mut restored = Network::new(resumable_config(22)).unwrap();
+    restored.read_state(&scalars, &mut files).unwrap();
+    assert_eq!(restored.export_state(), state);
+
+    // A tensor of the wrong shape is refused before anything is read.
+    files.0.get_mut("layers.0.bias").unwrap().0.shape = vec![23];
+    let e = Network::new(resumable_config(22))
+        .unwrap()
+        .read_state(&scalars, &mut files)
+        .unwrap_err();
+    assert!(e.to_string().contains("`bias` is F32 [23]"), "{e}");
+}
+
+/// A network restored from an exported state continues bit for bit like the original:
+/// LSH on both layers, rebuilds before and after the save.
+#[test]
+fn exported_state_resumes_training_exactly() {
+    let data = sparse_data(256, 60, 40, 21);
+    let config = resumable_config;
     let batches: Vec<Vec<usize>> = (0..24)
         .map(|b| ((b * 16) % 256..(b * 16) % 256 + 16).collect())
         .collect();

@@ -84,7 +84,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("slide-seeds-{}", std::process::id()));
     let written = checkpoint::save(
         &dir,
-        &net.export_state(),
+        &net,
         Position { epoch: 1, batch: 0 },
         &identity,
         1,

@@ -60,5 +60,7 @@ pub use family::{
     Wta, WtaMode, mix64,
 };
 pub use sampling::{QueryScratch, SampleCounts, Sampling, Strategy};
-pub use tables::{BucketPolicy, HashTables, TablesConfig, TablesState, TablesStats};
+pub use tables::{
+    BucketPolicy, HashTables, ReadArray, TablesArray, TablesConfig, TablesState, TablesStats,
+};
 pub use vector::Vector;

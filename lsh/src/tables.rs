@@ -39,6 +39,9 @@ use crate::error::{LshError, Result, invalid};
 use crate::family::{CodeBuffer, HashFamily, LshParams, mix64};
 use crate::vector::Vector;
 
+mod state;
+pub use state::{ReadArray, TablesArray, TablesState};
+
 /// What a full bucket does with a new id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(
@@ -567,103 +570,4 @@ impl Table {
 fn table_rng(seed: u64, table: usize, generation: u64) -> Xoshiro256PlusPlus {
     let stream = mix64(seed ^ mix64((table as u64) << 32 ^ generation ^ 0x0074_6162_6c65_7300));
     Xoshiro256PlusPlus::seed_from_u64(stream)
-}
-
-/// Everything [`HashTables`] hold, in plain arrays, for checkpoints: restoring it gives
-/// tables that answer every query exactly as the saved ones did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TablesState {
-    /// How many times the tables were cleared (it seeds the reservoir choices of the next
-    /// rebuild).
-    pub generation: u64,
-    /// Per table, per bucket: `[start, seen, len, segment]`, `L * 2^range_pow * 4` values.
-    pub buckets: Vec<u32>,
-    /// The tables' id stores, concatenated.
-    pub store: Vec<u32>,
-    /// Where each table's store starts in `store` (`L + 1` values).
-    pub store_offsets: Vec<u64>,
-}
-
-impl HashTables {
-    /// A copy of the tables' contents (see [`TablesState`]).
-    pub fn export_state(&self) -> TablesState {
-        let mut state = TablesState {
-            generation: self.generation,
-            buckets: Vec::with_capacity((self.tables.len() * 4) << self.config.range_pow),
-            store: Vec::new(),
-            store_offsets: vec![0],
-        };
-        for table in &self.tables {
-            for b in &table.buckets {
-                state
-                    .buckets
-                    .extend([b.start, b.seen, u32::from(b.len), u32::from(b.segment)]);
-            }
-            state.store.extend_from_slice(&table.store);
-            state.store_offsets.push(state.store.len() as u64);
-        }
-        state
-    }
-
-    /// Replaces the contents with `state`, after checking that it fits these tables: array
-    /// sizes, every bucket inside its store and within capacity, every id below `num_ids`.
-    /// The reservoir generator restarts from the saved generation's seed, so a later
-    /// rebuild makes the same choices as it would have without the save.
-    pub fn import_state(&mut self, state: &TablesState) -> Result<()> {
-        let (l, buckets) = (self.config.l, 1usize << self.config.range_pow);
-        let bad = |reason: &'static str| invalid("tables state", "", reason);
-        if state.buckets.len() != l * buckets * 4 || state.store_offsets.len() != l + 1 {
-            return Err(bad("array sizes do not match L and range_pow"));
-        }
-        if state.store_offsets[0] != 0
-            || state.store_offsets.windows(2).any(|w| w[0] > w[1])
-            || state.store_offsets[l] != state.store.len() as u64
-        {
-            return Err(bad("store offsets are inconsistent"));
-        }
-        if let Some(&id) = state
-            .store
-            .iter()
-            .find(|&&id| id as usize >= self.config.num_ids)
-        {
-            return Err(LshError::IdOutOfRange {
-                id,
-                num_ids: self.config.num_ids,
-            });
-        }
-        let capacity = self.config.bucket_capacity as u32;
-        let mut restored = Vec::with_capacity(l);
-        for t in 0..l {
-            let store =
-                &state.store[state.store_offsets[t] as usize..state.store_offsets[t + 1] as usize];
-            let mut table_buckets = Vec::with_capacity(buckets);
-            for fields in state.buckets[t * buckets * 4..(t + 1) * buckets * 4].chunks_exact(4) {
-                let [start, seen, len, segment] = [fields[0], fields[1], fields[2], fields[3]];
-                if len > segment
-                    || segment > capacity
-                    || u64::from(start) + u64::from(segment) > store.len() as u64
-                {
-                    return Err(bad(
-                        "a bucket lies outside its store or exceeds the capacity",
-                    ));
-                }
-                table_buckets.push(Bucket {
-                    start,
-                    seen,
-                    len: len as u16,
-                    segment: segment as u16,
-                });
-            }
-            restored.push((table_buckets, store.to_vec()));
-        }
-        self.generation = state.generation;
-        for (t, (table, (buckets, store))) in self.tables.iter_mut().zip(restored).enumerate() {
-            let used: usize = buckets.iter().map(|b| b.segment as usize).sum();
-            table.garbage = store.len() - used.min(store.len());
-            table.buckets = buckets;
-            table.store = store;
-            table.rng = table_rng(self.config.seed, t, state.generation);
-        }
-        Ok(())
-    }
 }

@@ -7,7 +7,8 @@ use std::collections::VecDeque;
 use common::*;
 use proptest::prelude::*;
 use slide_lsh::{
-    BucketPolicy, FamilyKind, HashTables, LshError, LshFamily, LshParams, TablesConfig, Vector,
+    BucketPolicy, FamilyKind, HashTables, LshError, LshFamily, LshParams, TablesArray,
+    TablesConfig, Vector,
 };
 
 fn config(
@@ -430,6 +431,76 @@ fn exported_state_restores_identical_tables() {
         restored.import_state(&broken),
         Err(LshError::InvalidParameter { .. })
     ));
+}
+
+/// The streamed state is the exported state's bytes; reading it back in odd-sized pieces
+/// restores the same tables; a store id out of range leaves the tables empty.
+#[test]
+fn streamed_state_matches_the_exported_arrays() {
+    let (n, dim) = (2_000usize, 16usize);
+    let mut rng = rng(32);
+    let rows: Vec<f32> = (0..n)
+        .flat_map(|_| to_f32(&unit_vector(&mut rng, dim)))
+        .collect();
+    let params = LshParams {
+        k: 2,
+        l: 4,
+        range_pow: 6,
+    };
+    let family = LshFamily::new(FamilyKind::Dwta { bin_size: 8 }, dim, params, 2).unwrap();
+    let cfg = TablesConfig::for_family(params, n, 16, BucketPolicy::Reservoir, 3);
+    let mut original = HashTables::new(cfg).unwrap();
+    original.rebuild_dense(&family, &rows, dim).unwrap();
+    let state = original.export_state();
+    let streamed: Vec<Vec<u8>> = TablesArray::ALL
+        .iter()
+        .map(|&array| {
+            let mut bytes = Vec::new();
+            original
+                .write_state(array, &mut |piece: &[u8]| -> Result<(), ()> {
+                    bytes.extend_from_slice(piece);
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(bytes.len(), original.state_len(array) * array.elem_bytes());
+            bytes
+        })
+        .collect();
+    let le32 = |v: &[u32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    assert_eq!(streamed[0], le32(&state.buckets));
+    assert_eq!(streamed[1], le32(&state.store));
+    let offsets: Vec<u8> = state
+        .store_offsets
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    assert_eq!(streamed[2], offsets);
+
+    let lens = TablesArray::ALL.map(|a| original.state_len(a));
+    let mut reads = 0;
+    let mut restored = HashTables::new(cfg).unwrap();
+    restored
+        .read_state(
+            state.generation,
+            lens,
+            &mut |array: TablesArray, first: usize, out: &mut [u8]| -> Result<(), LshError> {
+                reads += 1;
+                let from = first * array.elem_bytes();
+                let index = TablesArray::ALL.iter().position(|&a| a == array).unwrap();
+                out.copy_from_slice(&streamed[index][from..from + out.len()]);
+                Ok(())
+            },
+        )
+        .unwrap();
+    // One read of the offsets, then a store and a bucket read per table.
+    assert_eq!(reads, 1 + 2 * 4);
+    assert_eq!(restored.export_state(), state);
+
+    let mut broken = state.clone();
+    broken.store[5] = n as u32;
+    assert!(restored.import_state(&broken).is_err());
+    assert_eq!(restored.state_len(TablesArray::Store), 0);
+    assert!((0..64).all(|code| restored.bucket(0, code).is_empty()));
 }
 
 /// A rebuild into a crowded bucket keeps a uniform sample of its ids under either policy.

@@ -1,7 +1,9 @@
 //! A layer's trainable state in plain arrays, for checkpoints.
 
 use super::SparseLayer;
-use crate::error::{Result, config_error};
+use slide_lsh::TablesArray;
+
+use crate::error::{Result, SlideError, config_error};
 
 /// A layer's trainable state in plain arrays (for checkpoints): rows of the stored layout
 /// without padding.
@@ -67,65 +69,442 @@ impl SparseLayer {
         }
     }
 
-    /// Replaces the layer's trainable state with `state`, after checking every size.
+    /// Replaces the layer's trainable state with `state`, after checking every size (see
+    /// [`read_state`](Self::read_state), which it goes through).
     pub fn import_state(&mut self, state: &LayerState) -> Result<()> {
+        let generation = state.tables.as_ref().map(|t| t.generation);
+        self.read_state(generation, &mut MemorySource(state))
+    }
+
+    /// Whether every weight, bias and Adam moment is finite.
+    pub fn is_finite(&self) -> bool {
+        [&self.params, &self.bias, &self.bias_m, &self.bias_v]
+            .iter()
+            .all(|v| v.iter().all(|x| x.is_finite()))
+    }
+
+    /// The tables' generation, for sampled layers (see [`slide_lsh::TablesState`]).
+    pub fn tables_generation(&self) -> Option<u64> {
+        self.lsh.as_ref().map(|l| l.tables.generation())
+    }
+
+    /// The arrays of the layer's state as [`write_state_tensor`](Self::write_state_tensor)
+    /// writes them, by the names checkpoints give them (`weight`, `adam_m`, `adam_v`,
+    /// `row_steps`, `bias`, `bias_adam_m`, `bias_adam_v`, `bias_steps`, and where in use
+    /// `shared_negatives`, `query_center`, `tables.buckets`, `tables.store`,
+    /// `tables.store_offsets`), sorted by name.
+    pub fn state_tensors(&self) -> Vec<StateTensor> {
+        let (rows, row_len, n) = (self.rows(), self.row_len(), self.out_dim);
+        let t = |name: &str, elem, shape: Vec<usize>| StateTensor {
+            name: name.to_string(),
+            elem,
+            shape,
+        };
+        let mut out = vec![
+            t("weight", Elem::F32, vec![rows, row_len]),
+            t("adam_m", Elem::F32, vec![rows, row_len]),
+            t("adam_v", Elem::F32, vec![rows, row_len]),
+            t("row_steps", Elem::U32, vec![rows]),
+            t("bias", Elem::F32, vec![n]),
+            t("bias_adam_m", Elem::F32, vec![n]),
+            t("bias_adam_v", Elem::F32, vec![n]),
+            t("bias_steps", Elem::U32, vec![n]),
+        ];
+        if let Some(lsh) = &self.lsh {
+            if !lsh.shared.is_empty() {
+                out.push(t("shared_negatives", Elem::U32, vec![lsh.shared.len()]));
+            }
+            if !lsh.center.is_empty() {
+                out.push(t("query_center", Elem::F32, vec![lsh.center.len()]));
+            }
+            for (array, name) in TablesArray::ALL.into_iter().zip(TABLES_NAMES) {
+                let elem = match array {
+                    TablesArray::StoreOffsets => Elem::U64,
+                    TablesArray::Buckets | TablesArray::Store => Elem::U32,
+                };
+                out.push(t(name, elem, vec![lsh.tables.state_len(array)]));
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Passes tensor `name` (one of [`state_tensors`](Self::state_tensors)) to `sink` as
+    /// little-endian bytes, in pieces of at most about 512 KiB, without copying the state:
+    /// a checkpoint writer holds one piece, not the layer, on top of the network.
+    pub fn write_state_tensor<E: From<SlideError>>(
+        &self,
+        name: &str,
+        sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut buf = Vec::with_capacity(PIECE);
+        let mut floats = |values: &mut dyn Iterator<Item = f32>| -> std::result::Result<(), E> {
+            buf.clear();
+            for v in values {
+                buf.extend_from_slice(&v.to_le_bytes());
+                if buf.len() >= PIECE {
+                    sink(&buf)?;
+                    buf.clear();
+                }
+            }
+            if buf.is_empty() { Ok(()) } else { sink(&buf) }
+        };
+        let (row_len, stride) = (self.row_len(), self.stride);
+        let part = |offset: usize| {
+            self.params
+                .chunks_exact(3 * stride)
+                .flat_map(move |block| block[offset..offset + row_len].iter().copied())
+        };
+        let lsh = self.lsh.as_ref();
+        let u32s =
+            |values: &[u32]| -> Vec<u8> { values.iter().flat_map(|v| v.to_le_bytes()).collect() };
+        match name {
+            "weight" => floats(&mut part(0)),
+            "adam_m" => floats(&mut part(stride)),
+            "adam_v" => floats(&mut part(2 * stride)),
+            "bias" => floats(&mut self.bias.iter().copied()),
+            "bias_adam_m" => floats(&mut self.bias_m.iter().copied()),
+            "bias_adam_v" => floats(&mut self.bias_v.iter().copied()),
+            "query_center" if lsh.is_some_and(|l| !l.center.is_empty()) => {
+                floats(&mut lsh.map_or(&[][..], |l| &l.center).iter().copied())
+            }
+            "row_steps" => sink(&u32s(&self.row_steps)),
+            "bias_steps" => sink(&u32s(&self.bias_steps)),
+            "shared_negatives" if lsh.is_some_and(|l| !l.shared.is_empty()) => {
+                sink(&u32s(lsh.map_or(&[][..], |l| &l.shared)))
+            }
+            _ => match (lsh, TABLES_NAMES.iter().position(|&t| t == name)) {
+                (Some(lsh), Some(i)) => lsh.tables.write_state(TablesArray::ALL[i], sink),
+                _ => Err(config_error(self.what(), format!("has no state tensor `{name}`")).into()),
+            },
+        }
+    }
+
+    /// Replaces the layer's trainable state with the tensors `source` holds under the names
+    /// of [`state_tensors`](Self::state_tensors), read piece by piece into the layer's own
+    /// storage (a checkpoint reader holds one piece, or one hash table, on top of the
+    /// network). `generation` is the tables' (see [`slide_lsh::TablesState`]), required
+    /// for sampled layers.
+    ///
+    /// Checks every tensor's type and shape before reading any, and the tables, shared
+    /// negatives and query center as they are read. An error can come after part of the
+    /// state was replaced: the layer's contents are then unspecified (read again or build a
+    /// new layer); its tables are left empty.
+    pub fn read_state<S: StateSource + ?Sized>(
+        &mut self,
+        generation: Option<u64>,
+        source: &mut S,
+    ) -> std::result::Result<(), S::Error> {
+        let what = self.what();
+        let fail = |reason: String| S::Error::from(config_error(what.clone(), reason));
+        let sampled = self.lsh.is_some();
+        let has_tables = source.tensor("tables.store").is_some();
+        if sampled != has_tables || sampled != generation.is_some() {
+            return Err(fail("LSH sampling differs between state and layer".into()));
+        }
+        let expected = self.state_tensors();
+        for t in &expected {
+            if matches!(t.name.as_str(), "shared_negatives" | "query_center")
+                || t.name.starts_with("tables.")
+            {
+                continue;
+            }
+            match source.tensor(&t.name) {
+                Some((elem, shape)) if elem == t.elem && shape == t.shape => {}
+                Some((elem, shape)) => {
+                    return Err(fail(format!(
+                        "`{}` is {elem:?} {shape:?}, the layer's {:?} {:?}",
+                        t.name, t.elem, t.shape
+                    )));
+                }
+                None => return Err(fail(format!("`{}` is missing", t.name))),
+            }
+        }
+        let optional =
+            |source: &S, name: &str, elem: Elem| -> std::result::Result<usize, S::Error> {
+                match source.tensor(name) {
+                    None => Ok(0),
+                    Some((e, shape)) if e == elem && shape.len() == 1 => Ok(shape[0]),
+                    Some((e, shape)) => Err(fail(format!("`{name}` is {e:?} {shape:?}"))),
+                }
+            };
+        let shared_len = optional(source, "shared_negatives", Elem::U32)?;
+        let center_len = optional(source, "query_center", Elem::F32)?;
+        if shared_len > self.out_dim || !(center_len == 0 || center_len == self.in_dim) {
+            return Err(fail(
+                "shared negatives or query center do not fit the layer".into(),
+            ));
+        }
+        let mut lens = [0usize; 3];
+        for (len, (array, name)) in lens
+            .iter_mut()
+            .zip(TablesArray::ALL.into_iter().zip(TABLES_NAMES))
+        {
+            if sampled {
+                let elem = if array == TablesArray::StoreOffsets {
+                    Elem::U64
+                } else {
+                    Elem::U32
+                };
+                *len = optional(source, name, elem)?;
+            }
+        }
+
+        // Weights and moments, a block of rows at a time, into the padded rows.
         let (rows, row_len, stride) = (self.rows(), self.row_len(), self.stride);
-        let what = || format!("layer {} -> {} state", self.in_dim, self.out_dim);
-        if state.rows != rows || state.row_len != row_len {
-            return Err(config_error(
-                what(),
-                format!(
-                    "has {} rows of {}, the layer {rows} of {row_len}",
-                    state.rows, state.row_len
-                ),
-            ));
-        }
-        let n = rows * row_len;
-        if [state.weights.len(), state.m.len(), state.v.len()] != [n; 3]
-            || state.row_steps.len() != rows
-            || [
-                state.bias.len(),
-                state.bias_m.len(),
-                state.bias_v.len(),
-                state.bias_steps.len(),
-            ] != [self.out_dim; 4]
-        {
-            return Err(config_error(what(), "array sizes do not match the layer"));
-        }
-        if state.shared.iter().any(|&id| id as usize >= self.out_dim)
-            || !(state.center.is_empty() || state.center.len() == self.in_dim)
-        {
-            return Err(config_error(
-                what(),
-                "shared negatives or query center do not fit the layer",
-            ));
-        }
-        match (&mut self.lsh, &state.tables) {
-            (Some(lsh), Some(tables)) => {
-                lsh.tables.import_state(tables)?;
-                lsh.stats = lsh.tables.stats();
-                lsh.shared.clone_from(&state.shared);
-                lsh.center.clone_from(&state.center);
-            }
-            (None, None) => {}
-            _ => {
-                return Err(config_error(
-                    what(),
-                    "LSH sampling differs between state and layer",
-                ));
+        let rows_per_piece = (PIECE / (4 * row_len.max(1))).max(1);
+        let mut bytes = vec![0u8; rows_per_piece.min(rows) * row_len * 4];
+        for (name, offset) in [("weight", 0), ("adam_m", stride), ("adam_v", 2 * stride)] {
+            for first in (0..rows).step_by(rows_per_piece) {
+                let count = rows_per_piece.min(rows - first);
+                let piece = &mut bytes[..count * row_len * 4];
+                source.read(name, first * row_len * 4, piece)?;
+                let blocks = &mut self.params[first * 3 * stride..(first + count) * 3 * stride];
+                for (block, row) in blocks
+                    .chunks_exact_mut(3 * stride)
+                    .zip(piece.chunks_exact(row_len * 4))
+                {
+                    for (w, b) in block[offset..offset + row_len]
+                        .iter_mut()
+                        .zip(row.chunks_exact(4))
+                    {
+                        *w = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                    }
+                }
             }
         }
-        for (r, block) in self.params.chunks_exact_mut(3 * stride).enumerate() {
-            let row = r * row_len..(r + 1) * row_len;
-            block[..row_len].copy_from_slice(&state.weights[row.clone()]);
-            block[stride..stride + row_len].copy_from_slice(&state.m[row.clone()]);
-            block[2 * stride..2 * stride + row_len].copy_from_slice(&state.v[row]);
+        read_u32s(source, "row_steps", &mut self.row_steps)?;
+        read_f32s(source, "bias", &mut self.bias)?;
+        read_f32s(source, "bias_adam_m", &mut self.bias_m)?;
+        read_f32s(source, "bias_adam_v", &mut self.bias_v)?;
+        read_u32s(source, "bias_steps", &mut self.bias_steps)?;
+        let Some(lsh) = self.lsh.as_mut() else {
+            return Ok(());
+        };
+        let mut shared = vec![0u32; shared_len];
+        read_u32s(source, "shared_negatives", &mut shared)?;
+        let mut center = vec![0f32; center_len];
+        read_f32s(source, "query_center", &mut center)?;
+        if shared.iter().any(|&id| id as usize >= self.out_dim) {
+            return Err(fail(
+                "shared negatives or query center do not fit the layer".into(),
+            ));
         }
-        self.row_steps.copy_from_slice(&state.row_steps);
-        self.bias.copy_from_slice(&state.bias);
-        self.bias_m.copy_from_slice(&state.bias_m);
-        self.bias_v.copy_from_slice(&state.bias_v);
-        self.bias_steps.copy_from_slice(&state.bias_steps);
-        Ok(())
+        lsh.shared = shared;
+        lsh.center = center;
+        let result = lsh.tables.read_state(
+            generation.unwrap_or(0),
+            lens,
+            &mut |array, first, out| -> std::result::Result<(), Read<S::Error>> {
+                let i = TablesArray::ALL
+                    .iter()
+                    .position(|&a| a == array)
+                    .unwrap_or(0);
+                source
+                    .read(TABLES_NAMES[i], first * array.elem_bytes(), out)
+                    .map_err(Read::Source)
+            },
+        );
+        lsh.stats = lsh.tables.stats();
+        result.map_err(|e| match e {
+            Read::Source(e) => e,
+            Read::Tables(e) => S::Error::from(SlideError::from(e)),
+        })
+    }
+
+    fn what(&self) -> String {
+        format!("layer {} -> {} state", self.in_dim, self.out_dim)
+    }
+}
+
+/// Bytes handed to a sink at a time, and read from a source at a time.
+const PIECE: usize = 1 << 19;
+
+/// The checkpoint names of the tables' arrays, in [`TablesArray::ALL`] order.
+const TABLES_NAMES: [&str; 3] = ["tables.buckets", "tables.store", "tables.store_offsets"];
+
+/// An error of a [`StateSource`] or of the tables' checks, while reading tables.
+enum Read<E> {
+    Source(E),
+    Tables(slide_lsh::LshError),
+}
+
+impl<E> From<slide_lsh::LshError> for Read<E> {
+    fn from(e: slide_lsh::LshError) -> Self {
+        Read::Tables(e)
+    }
+}
+
+fn read_u32s<S: StateSource + ?Sized>(
+    source: &mut S,
+    name: &str,
+    out: &mut [u32],
+) -> std::result::Result<(), S::Error> {
+    for (i, chunk) in out.chunks_mut(PIECE / 4).enumerate() {
+        let mut bytes = vec![0u8; chunk.len() * 4];
+        source.read(name, i * PIECE, &mut bytes)?;
+        for (v, b) in chunk.iter_mut().zip(bytes.chunks_exact(4)) {
+            *v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+    }
+    Ok(())
+}
+
+fn read_f32s<S: StateSource + ?Sized>(
+    source: &mut S,
+    name: &str,
+    out: &mut [f32],
+) -> std::result::Result<(), S::Error> {
+    for (i, chunk) in out.chunks_mut(PIECE / 4).enumerate() {
+        let mut bytes = vec![0u8; chunk.len() * 4];
+        source.read(name, i * PIECE, &mut bytes)?;
+        for (v, b) in chunk.iter_mut().zip(bytes.chunks_exact(4)) {
+            *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+    }
+    Ok(())
+}
+
+/// The element type of a state tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elem {
+    /// `f32`.
+    F32,
+    /// `u32`.
+    U32,
+    /// `u64`.
+    U64,
+}
+
+impl Elem {
+    /// Bytes per element.
+    pub fn bytes(self) -> usize {
+        match self {
+            Elem::F32 | Elem::U32 => 4,
+            Elem::U64 => 8,
+        }
+    }
+}
+
+/// One array of a layer's (or network's) trainable state as checkpoints store it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateTensor {
+    /// Its name (`weight`, `tables.store`, ...; prefixed `layers.I.` by a network).
+    pub name: String,
+    /// The element type.
+    pub elem: Elem,
+    /// Its shape.
+    pub shape: Vec<usize>,
+}
+
+impl StateTensor {
+    /// Bytes the tensor takes, little-endian and unpadded.
+    pub fn byte_len(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.elem.bytes()
+    }
+}
+
+/// Where [`SparseLayer::read_state`] and [`Network::read_state`](crate::Network::read_state)
+/// read a state from: named tensors of little-endian bytes, read at any offset (a
+/// checkpoint file, or a [`LayerState`] in memory).
+pub trait StateSource {
+    /// The source's error; the reader's own checks fail with a [`SlideError`].
+    type Error: From<SlideError>;
+    /// The element type and shape of tensor `name`, if the source has it.
+    fn tensor(&self, name: &str) -> Option<(Elem, Vec<usize>)>;
+    /// Fills `out` with tensor `name`'s bytes from byte `offset` on.
+    fn read(
+        &mut self,
+        name: &str,
+        offset: usize,
+        out: &mut [u8],
+    ) -> std::result::Result<(), Self::Error>;
+}
+
+/// A [`LayerState`] as a [`StateSource`].
+struct MemorySource<'a>(&'a LayerState);
+
+/// A tensor of a [`LayerState`], borrowed.
+enum Data<'a> {
+    F32(&'a [f32]),
+    U32(&'a [u32]),
+    U64(&'a [u64]),
+}
+
+impl MemorySource<'_> {
+    fn data(&self, name: &str) -> Option<(Vec<usize>, Data<'_>)> {
+        let s = self.0;
+        let matrix = || vec![s.rows, s.row_len];
+        let tables = s.tables.as_ref();
+        let one = |len: usize| vec![len];
+        Some(match name {
+            "weight" => (matrix(), Data::F32(&s.weights)),
+            "adam_m" => (matrix(), Data::F32(&s.m)),
+            "adam_v" => (matrix(), Data::F32(&s.v)),
+            "row_steps" => (one(s.row_steps.len()), Data::U32(&s.row_steps)),
+            "bias" => (one(s.bias.len()), Data::F32(&s.bias)),
+            "bias_adam_m" => (one(s.bias_m.len()), Data::F32(&s.bias_m)),
+            "bias_adam_v" => (one(s.bias_v.len()), Data::F32(&s.bias_v)),
+            "bias_steps" => (one(s.bias_steps.len()), Data::U32(&s.bias_steps)),
+            "shared_negatives" if !s.shared.is_empty() => {
+                (one(s.shared.len()), Data::U32(&s.shared))
+            }
+            "query_center" if !s.center.is_empty() => (one(s.center.len()), Data::F32(&s.center)),
+            "tables.buckets" => {
+                let t = tables?;
+                (one(t.buckets.len()), Data::U32(&t.buckets))
+            }
+            "tables.store" => {
+                let t = tables?;
+                (one(t.store.len()), Data::U32(&t.store))
+            }
+            "tables.store_offsets" => {
+                let t = tables?;
+                (one(t.store_offsets.len()), Data::U64(&t.store_offsets))
+            }
+            _ => return None,
+        })
+    }
+}
+
+impl StateSource for MemorySource<'_> {
+    type Error = SlideError;
+
+    fn tensor(&self, name: &str) -> Option<(Elem, Vec<usize>)> {
+        self.data(name).map(|(shape, data)| {
+            let elem = match data {
+                Data::F32(_) => Elem::F32,
+                Data::U32(_) => Elem::U32,
+                Data::U64(_) => Elem::U64,
+            };
+            (elem, shape)
+        })
+    }
+
+    /// Reads whole elements (`offset` and `out.len()` multiples of the element size).
+    fn read(&mut self, name: &str, offset: usize, out: &mut [u8]) -> Result<()> {
+        let short = || config_error("layer state", format!("`{name}` is shorter than its shape"));
+        let Some((_, data)) = self.data(name) else {
+            return Err(short());
+        };
+        fn copy<T: Copy, const N: usize>(
+            values: &[T],
+            offset: usize,
+            out: &mut [u8],
+            le: fn(T) -> [u8; N],
+        ) -> Option<()> {
+            let from = offset / N;
+            let values = values.get(from..from + out.len() / N)?;
+            for (chunk, &v) in out.chunks_exact_mut(N).zip(values) {
+                chunk.copy_from_slice(&le(v));
+            }
+            Some(())
+        }
+        match data {
+            Data::F32(v) => copy(v, offset, out, f32::to_le_bytes),
+            Data::U32(v) => copy(v, offset, out, u32::to_le_bytes),
+            Data::U64(v) => copy(v, offset, out, u64::to_le_bytes),
+        }
+        .ok_or_else(short)
     }
 }

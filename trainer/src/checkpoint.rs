@@ -10,15 +10,14 @@
 //! where in use `.shared_negatives` (u32) and `.query_center` (f32).
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, Metadata, TensorInfo};
 use slide::config::{FNV_OFFSET, fnv1a};
 use slide::formats::printable;
-use slide::lsh::TablesState;
-use slide::{LayerState, NetworkConfig, NetworkState};
+use slide::{Elem, Network, NetworkConfig, StateScalars, StateSource};
 
 /// The format written by this version; a different one is refused on load.
 pub const FORMAT_VERSION: &str = "2";
@@ -65,16 +64,11 @@ pub enum Require {
     Everything,
 }
 
-/// The checksum of a checkpoint: its tensors' names and bytes, sorted by name, then every
-/// metadata entry but the checksum itself (position, identity, table generations), sorted
-/// by key.
-fn checksum<'a>(
-    tensors: impl Iterator<Item = (&'a str, &'a [u8])>,
-    metadata: &HashMap<String, String>,
-) -> String {
-    let mut hash = tensors.fold(FNV_OFFSET, |h, (name, bytes)| {
-        fnv1a(fnv1a(h, name.as_bytes()), bytes)
-    });
+/// The checksum of a checkpoint: its tensors' names and bytes, sorted by name (`tensors`,
+/// the FNV-1a state after them), then every metadata entry but the checksum itself
+/// (position, identity, table generations), sorted by key.
+fn checksum(tensors: u64, metadata: &HashMap<String, String>) -> String {
+    let mut hash = tensors;
     let mut keys: Vec<&String> = metadata.keys().filter(|k| *k != "checksum").collect();
     keys.sort();
     for key in keys {
@@ -86,163 +80,115 @@ fn checksum<'a>(
     format!("{hash:016x}")
 }
 
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-fn u32_bytes(v: &[u32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-fn u64_bytes(v: &[u64]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+/// The checksum's place in a header until the tensors are written and hashed: as wide as
+/// a real one, so the header's length does not change when it is filled in.
+const PENDING_CHECKSUM: &str = "0000000000000000";
+
+fn dtype(elem: Elem) -> Dtype {
+    match elem {
+        Elem::F32 => Dtype::F32,
+        Elem::U32 => Dtype::U32,
+        Elem::U64 => Dtype::U64,
+    }
 }
 
-/// Writes `state` as `dir/checkpoint-STEP.safetensors` and removes all but the newest
-/// `keep_last` checkpoints. `identity` describes the network config; loading checks it.
+/// Bytes the writer buffers before handing them to the file.
+const WRITE_BUFFER: usize = 1 << 22;
+
+/// Writes `net`'s training state as `dir/checkpoint-STEP.safetensors` and removes all but
+/// the newest `keep_last` checkpoints. `identity` describes the run; loading checks it.
+///
+/// The tensors go from the layers' own storage into the file piece by piece (see
+/// [`Network::write_state_tensor`]): the writer holds a 4 MiB buffer, not a copy of the
+/// state. The header is written first with the checksum pending; the checksum, known once
+/// every tensor has been hashed on its way out, is then written into its place. The file
+/// is a temporary one in `dir` until it is complete and synced, then renamed.
 pub fn save(
     dir: &Path,
-    state: &NetworkState,
+    net: &Network,
     position: Position,
     identity: &Identity,
     keep_last: usize,
 ) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut tensors: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
-    for (i, layer) in state.layers.iter().enumerate() {
-        let p = format!("layers.{i}");
-        let matrix = vec![layer.rows, layer.row_len];
-        tensors.push((
-            format!("{p}.weight"),
-            Dtype::F32,
-            matrix.clone(),
-            f32_bytes(&layer.weights),
-        ));
-        tensors.push((
-            format!("{p}.adam_m"),
-            Dtype::F32,
-            matrix.clone(),
-            f32_bytes(&layer.m),
-        ));
-        tensors.push((
-            format!("{p}.adam_v"),
-            Dtype::F32,
-            matrix,
-            f32_bytes(&layer.v),
-        ));
-        tensors.push((
-            format!("{p}.row_steps"),
-            Dtype::U32,
-            vec![layer.rows],
-            u32_bytes(&layer.row_steps),
-        ));
-        let n = layer.bias.len();
-        tensors.push((
-            format!("{p}.bias"),
-            Dtype::F32,
-            vec![n],
-            f32_bytes(&layer.bias),
-        ));
-        tensors.push((
-            format!("{p}.bias_adam_m"),
-            Dtype::F32,
-            vec![n],
-            f32_bytes(&layer.bias_m),
-        ));
-        tensors.push((
-            format!("{p}.bias_adam_v"),
-            Dtype::F32,
-            vec![n],
-            f32_bytes(&layer.bias_v),
-        ));
-        tensors.push((
-            format!("{p}.bias_steps"),
-            Dtype::U32,
-            vec![n],
-            u32_bytes(&layer.bias_steps),
-        ));
-        if !layer.shared.is_empty() {
-            tensors.push((
-                format!("{p}.shared_negatives"),
-                Dtype::U32,
-                vec![layer.shared.len()],
-                u32_bytes(&layer.shared),
-            ));
-        }
-        if !layer.center.is_empty() {
-            tensors.push((
-                format!("{p}.query_center"),
-                Dtype::F32,
-                vec![layer.center.len()],
-                f32_bytes(&layer.center),
-            ));
-        }
-        if let Some(t) = &layer.tables {
-            tensors.push((
-                format!("{p}.tables.buckets"),
-                Dtype::U32,
-                vec![t.buckets.len()],
-                u32_bytes(&t.buckets),
-            ));
-            tensors.push((
-                format!("{p}.tables.store"),
-                Dtype::U32,
-                vec![t.store.len()],
-                u32_bytes(&t.store),
-            ));
-            tensors.push((
-                format!("{p}.tables.store_offsets"),
-                Dtype::U64,
-                vec![t.store_offsets.len()],
-                u64_bytes(&t.store_offsets),
-            ));
-        }
-    }
-    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    let scalars = net.state_scalars();
     let mut metadata = HashMap::from([
         ("format".to_string(), FORMAT_NAME.to_string()),
         ("version".to_string(), FORMAT_VERSION.to_string()),
         ("network".to_string(), format!("{:016x}", identity.network)),
-        ("step".to_string(), state.step.to_string()),
-        ("next_rebuild".to_string(), state.next_rebuild.to_string()),
+        ("step".to_string(), scalars.step.to_string()),
+        ("next_rebuild".to_string(), scalars.next_rebuild.to_string()),
         (
             "rebuild_period_bits".to_string(),
-            state.rebuild_period.to_bits().to_string(),
+            scalars.rebuild_period.to_bits().to_string(),
         ),
         ("epoch".to_string(), position.epoch.to_string()),
         ("batch".to_string(), position.batch.to_string()),
+        ("checksum".to_string(), PENDING_CHECKSUM.to_string()),
     ]);
     for (key, value) in &identity.settings {
         metadata.insert(format!("setting.{key}"), value.clone());
     }
-    for (i, layer) in state.layers.iter().enumerate() {
-        if let Some(t) = &layer.tables {
-            metadata.insert(
-                format!("layers.{i}.tables.generation"),
-                t.generation.to_string(),
-            );
+    for (i, generation) in scalars.generations.iter().enumerate() {
+        if let Some(g) = generation {
+            metadata.insert(format!("layers.{i}.tables.generation"), g.to_string());
         }
     }
-    let sum = checksum(
-        tensors.iter().map(|t| (t.0.as_str(), t.3.as_slice())),
-        &metadata,
-    );
-    metadata.insert("checksum".to_string(), sum);
-    let views: Vec<(String, TensorView<'_>)> = tensors
+    // The tensors in name order, laid out one after another in that order.
+    let tensors = net.state_tensors();
+    let mut offset = 0;
+    let infos = tensors
         .iter()
-        .map(|(name, dtype, shape, bytes)| {
-            TensorView::new(*dtype, shape.clone(), bytes).map(|v| (name.clone(), v))
+        .map(|t| {
+            let info = TensorInfo {
+                dtype: dtype(t.elem),
+                shape: t.shape.clone(),
+                data_offsets: (offset, offset + t.byte_len()),
+            };
+            offset += t.byte_len();
+            (t.name.clone(), info)
         })
-        .collect::<Result<_, _>>()
+        .collect();
+    let header = Metadata::new(Some(metadata.clone()), infos)
         .map_err(|e| anyhow!("cannot lay out checkpoint tensors: {e}"))?;
-    let bytes = safetensors::serialize(views, Some(metadata))
-        .map_err(|e| anyhow!("cannot serialise checkpoint: {e}"))?;
+    let mut json = serde_json::to_string(&header).context("cannot write the checkpoint header")?;
+    // safetensors pads the header with spaces so that the data starts 8-byte aligned.
+    json.extend(std::iter::repeat_n(' ', (8 - json.len() % 8) % 8));
+    let pending = format!("\"checksum\":\"{PENDING_CHECKSUM}\"");
+    let checksum_at = 8
+        + json
+            .find(&pending)
+            .context("checksum missing from the header")? as u64
+        + pending.len() as u64
+        - PENDING_CHECKSUM.len() as u64
+        - 1;
 
-    let name = format!("checkpoint-{:010}.safetensors", state.step);
+    let name = format!("checkpoint-{:010}.safetensors", scalars.step);
     let final_path = dir.join(&name);
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut file = std::fs::File::create(&temp)
+    let writing = || format!("cannot write {}", temp.display());
+    let file = std::fs::File::create(&temp)
         .with_context(|| format!("cannot create {}", temp.display()))?;
-    file.write_all(&bytes)
-        .with_context(|| format!("cannot write {}", temp.display()))?;
+    let mut out = std::io::BufWriter::with_capacity(WRITE_BUFFER, file);
+    out.write_all(&(json.len() as u64).to_le_bytes())
+        .and_then(|()| out.write_all(json.as_bytes()))
+        .with_context(writing)?;
+    let mut hash = FNV_OFFSET;
+    for t in &tensors {
+        hash = fnv1a(hash, t.name.as_bytes());
+        net.write_state_tensor(&t.name, &mut |piece: &[u8]| -> Result<()> {
+            hash = fnv1a(hash, piece);
+            out.write_all(piece).with_context(writing)
+        })?;
+    }
+    let sum = checksum(hash, &metadata);
+    let mut file = out
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(writing)?;
+    file.seek(SeekFrom::Start(checksum_at))
+        .and_then(|_| file.write_all(sum.as_bytes()))
+        .with_context(writing)?;
     file.sync_all()
         .with_context(|| format!("cannot sync {}", temp.display()))?;
     drop(file);
@@ -304,15 +250,17 @@ pub fn list(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-/// Reads a checkpoint, checking its format, version, checksum and that it was written for
-/// `identity` (its network, or everything, as `require` says).
+/// Reads the checkpoint at `path` into `net`, checking its format, version, checksum and
+/// that it was written for `identity` (its network, or everything, as `require` says), and
+/// returns where in the run it was taken. See [`load_from`].
 pub fn load(
     path: &Path,
+    net: &mut Network,
     identity: &Identity,
     require: Require,
-) -> Result<(NetworkState, Position)> {
-    let bytes = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
-    load_bytes(&bytes, path, identity, require)
+) -> Result<Position> {
+    let file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
+    load_from(file, path, net, identity, require)
 }
 
 /// The settings that differ between a checkpoint's metadata and `identity`, as
@@ -335,162 +283,193 @@ fn differences(meta: &HashMap<String, String>, identity: &Identity) -> String {
     found.join("; ")
 }
 
-/// [`load`] of a checkpoint's bytes; `path` names it in errors.
-pub fn load_bytes(
-    bytes: &[u8],
+/// [`load`] from any seekable reader of a checkpoint's bytes; `path` names it in errors,
+/// which are one line that starts with it.
+///
+/// Reads the header, then every tensor in name order for the checksum, then (only once the
+/// checksum and identity hold) the tensors again straight into the layers' storage (see
+/// [`Network::read_state`]): besides the network it holds the header and one piece at a
+/// time, never the state. On an error after the checks, `net`'s contents are unspecified.
+pub fn load_from<R: Read + Seek>(
+    reader: R,
     path: &Path,
+    net: &mut Network,
     identity: &Identity,
     require: Require,
-) -> Result<(NetworkState, Position)> {
-    let fail = |problem: String| anyhow!("{}: {}", path.display(), printable(&problem));
-    let tensors = SafeTensors::deserialize(bytes)
-        .map_err(|e| fail(format!("not a readable safetensors checkpoint ({e})")))?;
-    let (_, header) =
-        SafeTensors::read_metadata(bytes).map_err(|e| fail(format!("unreadable header ({e})")))?;
+) -> Result<Position> {
+    read_checkpoint(reader, net, identity, require)
+        .map_err(|e| anyhow!("{}: {}", path.display(), printable(&format!("{e:#}"))))
+}
+
+/// A checkpoint file's tensors as a [`StateSource`].
+struct FileSource<R> {
+    reader: R,
+    /// Where the data starts.
+    data_start: u64,
+    header: Metadata,
+}
+
+impl<R: Read + Seek> FileSource<R> {
+    fn info(&self, name: &str) -> Result<&TensorInfo> {
+        self.header
+            .info(name)
+            .ok_or_else(|| anyhow!("tensor `{name}` is missing"))
+    }
+
+    /// Feeds tensor `name`'s bytes to `each`, 1 MiB at a time.
+    fn each_piece(&mut self, name: &str, each: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let (start, end) = self.info(name)?.data_offsets;
+        let mut buf = vec![0u8; (end - start).min(1 << 20)];
+        let mut at = start;
+        while at < end {
+            let piece = &mut buf[..(end - at).min(1 << 20)];
+            self.read(name, at - start, piece)?;
+            each(piece);
+            at += piece.len();
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read + Seek> StateSource for FileSource<R> {
+    type Error = anyhow::Error;
+
+    fn tensor(&self, name: &str) -> Option<(Elem, Vec<usize>)> {
+        let info = self.header.info(name)?;
+        let elem = match info.dtype {
+            Dtype::F32 => Elem::F32,
+            Dtype::U32 => Elem::U32,
+            Dtype::U64 => Elem::U64,
+            _ => return None,
+        };
+        Some((elem, info.shape.clone()))
+    }
+
+    fn read(&mut self, name: &str, offset: usize, out: &mut [u8]) -> Result<()> {
+        let (start, end) = self.info(name)?.data_offsets;
+        if offset + out.len() > end - start {
+            bail!("tensor `{name}` is shorter than its shape");
+        }
+        self.reader
+            .seek(SeekFrom::Start(self.data_start + (start + offset) as u64))
+            .and_then(|_| self.reader.read_exact(out))
+            .with_context(|| format!("cannot read tensor `{name}`"))
+    }
+}
+
+fn read_checkpoint<R: Read + Seek>(
+    mut reader: R,
+    net: &mut Network,
+    identity: &Identity,
+    require: Require,
+) -> Result<Position> {
+    let not_readable =
+        |problem: String| anyhow!("not a readable safetensors checkpoint ({problem})");
+    let file_len = reader.seek(SeekFrom::End(0)).context("cannot read")?;
+    let mut len = [0u8; 8];
+    reader
+        .seek(SeekFrom::Start(0))
+        .and_then(|_| reader.read_exact(&mut len))
+        .map_err(|e| not_readable(e.to_string()))?;
+    let header_len = u64::from_le_bytes(len);
+    if header_len > MAX_HEADER || 8 + header_len > file_len {
+        bail!(not_readable(format!("header of {header_len} bytes")));
+    }
+    let mut text = vec![0u8; header_len as usize];
+    reader
+        .read_exact(&mut text)
+        .map_err(|e| not_readable(e.to_string()))?;
+    let text = std::str::from_utf8(&text).map_err(|e| not_readable(e.to_string()))?;
+    let header: Metadata = serde_json::from_str(text).map_err(|e| not_readable(e.to_string()))?;
+    if 8 + header_len + header.data_len() as u64 != file_len {
+        bail!(not_readable(format!(
+            "{} bytes of tensors, {} in the file",
+            header.data_len(),
+            file_len - 8 - header_len
+        )));
+    }
     let meta = header.metadata().clone().unwrap_or_default();
     let get = |key: &str| {
         meta.get(key)
             .cloned()
-            .ok_or_else(|| fail(format!("metadata `{key}` is missing")))
+            .ok_or_else(|| anyhow!("metadata `{key}` is missing"))
     };
     if get("format")? != FORMAT_NAME {
-        bail!(fail("not a slide checkpoint".into()));
+        bail!("not a slide checkpoint");
     }
     let version = get("version")?;
     if version != FORMAT_VERSION {
-        bail!(fail(format!(
+        bail!(
             "checkpoint format version {version}; this slide-train reads version {FORMAT_VERSION}"
-        )));
+        );
     }
-    let mut names: Vec<String> = tensors.names().into_iter().map(str::to_string).collect();
+    let mut names: Vec<String> = header.tensors().into_keys().collect();
     names.sort();
-    let views = names
-        .iter()
-        .map(|name| tensors.tensor(name).map_err(|e| fail(e.to_string())))
-        .collect::<Result<Vec<_>>>()?;
-    let sum = checksum(
-        names
-            .iter()
-            .map(String::as_str)
-            .zip(views.iter().map(|v| v.data())),
-        &meta,
-    );
-    if sum != get("checksum")? {
-        bail!(fail("checksum mismatch: the file is corrupt".into()));
+    let mut source = FileSource {
+        reader,
+        data_start: 8 + header_len,
+        header,
+    };
+    let mut hash = FNV_OFFSET;
+    for name in &names {
+        hash = fnv1a(hash, name.as_bytes());
+        source.each_piece(name, &mut |piece| hash = fnv1a(hash, piece))?;
+    }
+    if checksum(hash, &meta) != get("checksum")? {
+        bail!("checksum mismatch: the file is corrupt");
     }
     if get("network")? != format!("{:016x}", identity.network) {
-        bail!(fail(format!(
+        bail!(
             "was written for a different network ({})",
             differences(&meta, identity)
-        )));
+        );
     }
     if require == Require::Everything {
         let differ = differences(&meta, identity);
         if !differ.is_empty() {
-            bail!(fail(format!(
+            bail!(
                 "was written with other training settings ({differ}); resume with the same settings"
-            )));
+            );
         }
+    }
+    if let Some(name) = names.iter().find(|n| source.tensor(n).is_none()) {
+        bail!(
+            "tensor `{name}` is {:?}; checkpoints hold F32, U32 and U64",
+            source.info(name)?.dtype
+        );
     }
     let number = |key: &str| -> Result<u64> {
         get(key)?
             .parse::<u64>()
-            .map_err(|_| fail(format!("metadata `{key}` is not a number")))
+            .map_err(|_| anyhow!("metadata `{key}` is not a number"))
     };
-    // A tensor's bytes, after checking its element type.
-    let bytes_of = |name: &str, dtype: Dtype| -> Result<&[u8]> {
-        let view = tensors
-            .tensor(name)
-            .map_err(|e| fail(format!("{name}: {e}")))?;
-        if view.dtype() != dtype {
-            bail!(fail(format!(
-                "{name} is {:?}, expected {dtype:?}",
-                view.dtype()
-            )));
-        }
-        Ok(view.data())
-    };
-    let f32s = |name: &str| -> Result<Vec<f32>> {
-        let bytes = bytes_of(name, Dtype::F32)?;
-        Ok(bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-            .collect())
-    };
-    let u32s = |name: &str| -> Result<Vec<u32>> {
-        let bytes = bytes_of(name, Dtype::U32)?;
-        Ok(bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-            .collect())
-    };
-    let mut layers = Vec::new();
-    for i in 0.. {
-        let p = format!("layers.{i}");
-        let Ok(weight) = tensors.tensor(&format!("{p}.weight")) else {
-            break;
-        };
-        let shape = weight.shape().to_vec();
-        if shape.len() != 2 {
-            bail!(fail(format!("{p}.weight is not a matrix")));
-        }
-        let tables = if names.contains(&format!("{p}.tables.store")) {
-            let offsets = bytes_of(&format!("{p}.tables.store_offsets"), Dtype::U64)?;
-            Some(TablesState {
-                generation: number(&format!("{p}.tables.generation"))?,
-                buckets: u32s(&format!("{p}.tables.buckets"))?,
-                store: u32s(&format!("{p}.tables.store"))?,
-                store_offsets: offsets
-                    .chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-                    .collect(),
-            })
-        } else {
-            None
-        };
-        layers.push(LayerState {
-            rows: shape[0],
-            row_len: shape[1],
-            weights: f32s(&format!("{p}.weight"))?,
-            m: f32s(&format!("{p}.adam_m"))?,
-            v: f32s(&format!("{p}.adam_v"))?,
-            row_steps: u32s(&format!("{p}.row_steps"))?,
-            bias: f32s(&format!("{p}.bias"))?,
-            bias_m: f32s(&format!("{p}.bias_adam_m"))?,
-            bias_v: f32s(&format!("{p}.bias_adam_v"))?,
-            bias_steps: u32s(&format!("{p}.bias_steps"))?,
-            tables,
-            shared: if names.contains(&format!("{p}.shared_negatives")) {
-                u32s(&format!("{p}.shared_negatives"))?
-            } else {
-                Vec::new()
-            },
-            center: if names.contains(&format!("{p}.query_center")) {
-                f32s(&format!("{p}.query_center"))?
-            } else {
-                Vec::new()
-            },
-        });
-    }
-    let state = NetworkState {
+    let generations = (0..net.layers().len())
+        .map(|i| {
+            let key = format!("layers.{i}.tables.generation");
+            meta.contains_key(&key).then(|| number(&key)).transpose()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let scalars = StateScalars {
         step: number("step")?,
         next_rebuild: number("next_rebuild")?,
         rebuild_period: f64::from_bits(number("rebuild_period_bits")?),
-        layers,
+        generations,
     };
     let position = Position {
         epoch: number("epoch")? as usize,
         batch: number("batch")? as usize,
     };
-    Ok((state, position))
+    net.read_state(&scalars, &mut source)?;
+    Ok(position)
 }
+
+/// The largest header read (safetensors' own limit).
+const MAX_HEADER: u64 = 100_000_000;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slide::{
-        Activation, AdamConfig, Init, LayerConfig, Network, RebuildSchedule, WeightLayout,
-    };
+    use slide::{Activation, AdamConfig, Init, LayerConfig, RebuildSchedule, WeightLayout};
 
     fn config(lr: f32) -> NetworkConfig {
         let layer = |out_dim, activation| LayerConfig {
@@ -518,10 +497,7 @@ mod tests {
         let identity = Identity::of(&config(0.01), 8);
         let net = Network::new(config(0.01)).unwrap();
         let position = Position { epoch: 1, batch: 3 };
-        (
-            save(&dir, &net.export_state(), position, &identity, 1).unwrap(),
-            identity,
-        )
+        (save(&dir, &net, position, &identity, 1).unwrap(), identity)
     }
 
     /// Evaluation needs the same network only; a resume needs every setting and names the
@@ -529,10 +505,11 @@ mod tests {
     #[test]
     fn evaluation_needs_the_network_and_a_resume_every_setting() {
         let (path, identity) = saved("identity");
-        assert!(load(&path, &identity, Require::Everything).is_ok());
+        let mut net = Network::new(config(0.01)).unwrap();
+        assert!(load(&path, &mut net, &identity, Require::Everything).is_ok());
         let other_lr = Identity::of(&config(0.5), 8);
-        assert!(load(&path, &other_lr, Require::Network).is_ok());
-        let e = load(&path, &other_lr, Require::Everything)
+        assert!(load(&path, &mut net, &other_lr, Require::Network).is_ok());
+        let e = load(&path, &mut net, &other_lr, Require::Everything)
             .unwrap_err()
             .to_string();
         assert!(
@@ -541,13 +518,42 @@ mod tests {
         );
         let mut wider = config(0.01);
         wider.layers[0].out_dim = 5;
-        let e = load(&path, &Identity::of(&wider, 8), Require::Network)
+        let mut net = Network::new(wider.clone()).unwrap();
+        let e = load(&path, &mut net, &Identity::of(&wider, 8), Require::Network)
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("different network (layers.0.out_dim: checkpoint 4, config 5)"),
             "{e}"
         );
+    }
+
+    /// The streamed file is a safetensors file (as the `safetensors` crate reads it) whose
+    /// tensors are the exported state, and loading it restores that state.
+    #[test]
+    fn a_written_checkpoint_is_safetensors_of_the_state() {
+        let (path, identity) = saved("layout");
+        let bytes = std::fs::read(&path).unwrap();
+        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let state = Network::new(config(0.01)).unwrap().export_state();
+        let weight = file.tensor("layers.1.weight").unwrap();
+        assert_eq!(weight.shape(), [3, 4]);
+        let floats: Vec<f32> = weight
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(floats, state.layers[1].weights);
+        assert_eq!(file.len(), 16);
+        let mut net = Network::new(NetworkConfig {
+            seed: 4,
+            ..config(0.01)
+        })
+        .unwrap();
+        assert_ne!(net.export_state(), state);
+        let position = load(&path, &mut net, &identity, Require::Network).unwrap();
+        assert_eq!(position, Position { epoch: 1, batch: 3 });
+        assert_eq!(net.export_state(), state);
     }
 
     /// The checksum covers the run's position: an edited epoch is refused as corrupt.
@@ -559,9 +565,16 @@ mod tests {
         let at = text.find("\"batch\":\"3\"").expect("batch in the header");
         let mut edited = bytes.clone();
         edited[at + 9] = b'4';
-        let e = load_bytes(&edited, &path, &identity, Require::Network)
-            .unwrap_err()
-            .to_string();
+        let mut net = Network::new(config(0.01)).unwrap();
+        let e = load_from(
+            std::io::Cursor::new(edited),
+            &path,
+            &mut net,
+            &identity,
+            Require::Network,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("checksum mismatch"), "{e}");
     }
 

@@ -242,10 +242,8 @@ pub fn evaluate_checkpoint(
         mut net,
         identity,
     } = prepare(config)?;
-    let (state, _) =
-        checkpoint::load(path, &identity, checkpoint::Require::Network).map_err(Failure::Input)?;
-    net.import_state(&state)
-        .map_err(|e| Failure::Input(anyhow!("{}: {e}", path.display())))?;
+    checkpoint::load(path, &mut net, &identity, checkpoint::Require::Network)
+        .map_err(Failure::Input)?;
     let test = loaded.test.examples();
     let all: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
     let started = Instant::now();
@@ -318,11 +316,8 @@ pub fn run(
         other => other,
     };
     if let Some(path) = resume {
-        let (state, position) =
-            checkpoint::load(path, &identity, checkpoint::Require::Everything).map_err(input)?;
-        net.import_state(&state)
-            .map_err(|e| input(anyhow!("{}: {e}", path.display())))?;
-        start = position;
+        start = checkpoint::load(path, &mut net, &identity, checkpoint::Require::Everything)
+            .map_err(input)?;
         println!(
             "resumed from {} at step {}, epoch {}",
             path.display(),
@@ -351,14 +346,8 @@ pub fn run(
     let checkpoint_dir = out.join(&config.checkpoint.dir);
     checkpoint::remove_stale_temporaries(&checkpoint_dir);
     let save = |net: &Network, epoch: usize, batch: usize| -> Result<std::path::PathBuf, Failure> {
-        let state = net.export_state();
         // Never write a checkpoint that could not be trained on: it would replace a good one.
-        let finite = state.layers.iter().all(|l| {
-            [&l.weights, &l.m, &l.v, &l.bias, &l.bias_m, &l.bias_v]
-                .iter()
-                .all(|v| v.iter().all(|x| x.is_finite()))
-        });
-        if !finite {
+        if !net.is_finite() {
             return Err(Failure::Training(anyhow!(
                 "step {}: parameters are no longer finite; training diverged (lower train.lr?); the last good checkpoint is the newest in {}",
                 net.step(),
@@ -367,7 +356,7 @@ pub fn run(
         }
         checkpoint::save(
             &checkpoint_dir,
-            &state,
+            net,
             Position { epoch, batch },
             &identity,
             config.checkpoint.keep_last,

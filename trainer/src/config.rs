@@ -356,6 +356,10 @@ pub struct TrainConfig {
     /// Steps over which the learning rate rises linearly from 0 to `lr` first.
     #[serde(default)]
     pub warmup_steps: u64,
+    /// Refuse to start a run whose estimated peak memory (model, data, workspace and
+    /// checkpoint buffers) exceeds this many MB (0: only the machine's available memory).
+    #[serde(default)]
+    pub memory_limit_mb: u64,
 }
 
 /// The learning-rate schedule (as PyTorch's `CosineAnnealingLR` and `ExponentialLR`).

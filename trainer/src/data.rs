@@ -15,6 +15,18 @@ pub enum Dataset {
 }
 
 impl Dataset {
+    /// Heap bytes the samples take (their vectors' capacities).
+    pub fn memory_bytes(&self) -> u64 {
+        let bytes = match self {
+            Dataset::Sparse(s) => {
+                (s.offsets.capacity() + s.label_offsets.capacity()) * 8
+                    + (s.indices.capacity() + s.values.capacity() + s.labels.capacity()) * 4
+            }
+            Dataset::Dense(d) => (d.inputs.capacity() + d.classes.capacity()) * 4,
+        };
+        bytes as u64
+    }
+
     /// The examples as the network reads them.
     pub fn examples(&self) -> &dyn Examples {
         match self {

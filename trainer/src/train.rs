@@ -153,23 +153,34 @@ const RECALL_SAMPLES: usize = 16;
 
 /// The process's resident set size in MiB, from `/proc/self/status` (Linux only).
 fn resident_mib() -> Option<f64> {
+    status_mib("VmRSS:")
+}
+
+/// The process's peak resident memory so far, MiB (Linux; absent elsewhere).
+fn peak_resident_mib() -> Option<f64> {
+    status_mib("VmHWM:")
+}
+
+/// A `/proc/self/status` field in kB, as MiB.
+fn status_mib(field: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
 }
 
-/// Bytes the network will hold: parameters with Adam state, and LSH tables (about
-/// `L * (12 * 2^range_pow + 8 * neurons)` bytes per sampled layer).
-/// Copies of the exported state a checkpoint write holds at its peak: the state itself,
-/// the tensors' byte copies and the serialised file.
-const CHECKPOINT_COPIES: u64 = 3;
+/// Bytes a run holds beside its model and data, at most: the program and its thread
+/// stacks, the per-batch workspaces, and a checkpoint's reading or writing (a 4 MiB write
+/// buffer and 1 MiB pieces; one hash table's arrays while reading). Measured peak resident
+/// memory exceeds model and data by 12-40 MB (`trainer/tests/cli.rs` checks a run against it).
+const RUN_OVERHEAD: u64 = 96 << 20;
 
-/// Bytes a run of `network` needs at its peak: the model, and a checkpoint write's copies.
-fn estimate_bytes(network: &slide::NetworkConfig) -> (u64, u64) {
-    let estimate = network.estimated_bytes();
-    let model = estimate.model();
-    (model, model + CHECKPOINT_COPIES * estimate.state)
+/// Bytes a run of `network` on data of `data_bytes` needs at its peak: the model (see
+/// [`slide::NetworkConfig::estimated_bytes`]; checkpoints stream it and hold no copy), the
+/// data, and [`RUN_OVERHEAD`]. Returns `(model, peak)`.
+fn estimate_bytes(network: &slide::NetworkConfig, data_bytes: u64) -> (u64, u64) {
+    let model = network.estimated_bytes().model();
+    (model, model + data_bytes + RUN_OVERHEAD)
 }
 
 fn available_bytes() -> Option<u64> {
@@ -201,19 +212,31 @@ fn prepare(config: &Config) -> Result<Prepared, Failure> {
         )));
     }
     let network_config = config.network(features);
-    let (model, peak) = estimate_bytes(&network_config);
+    let data_bytes = loaded.train.memory_bytes() + loaded.test.memory_bytes();
+    let (model, peak) = estimate_bytes(&network_config, data_bytes);
+    let limit = config.train.memory_limit_mb * 1_000_000;
+    if limit > 0 && peak > limit {
+        return Err(input(anyhow!(
+            "the run needs about {} MB (model {} MB, data {} MB) but train.memory_limit_mb is {}",
+            peak / 1_000_000,
+            model / 1_000_000,
+            data_bytes / 1_000_000,
+            config.train.memory_limit_mb
+        )));
+    }
     if let Some(available) = available_bytes()
         && peak > available
     {
         return Err(input(anyhow!(
-            "the run needs about {:.1} GB (model {:.1} GB, more while writing a checkpoint) but only {:.1} GB of memory is available",
+            "the run needs about {:.1} GB (model {:.1} GB, data {:.1} GB) but only {:.1} GB of memory is available",
             peak as f64 / 1e9,
             model as f64 / 1e9,
+            data_bytes as f64 / 1e9,
             available as f64 / 1e9
         )));
     }
     println!(
-        "data: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB, {:.0} MB while writing a checkpoint",
+        "data: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB, the run at most {:.0} MB",
         loaded.train.examples().len(),
         loaded.test.examples().len(),
         started.elapsed().as_secs_f64(),
@@ -345,6 +368,8 @@ pub fn run(
         .map_err(input)?;
     let checkpoint_dir = out.join(&config.checkpoint.dir);
     checkpoint::remove_stale_temporaries(&checkpoint_dir);
+    // Checkpoints written and the seconds they took.
+    let checkpoint_time = std::cell::Cell::new((0usize, 0.0f64));
     let save = |net: &Network, epoch: usize, batch: usize| -> Result<std::path::PathBuf, Failure> {
         // Never write a checkpoint that could not be trained on: it would replace a good one.
         if !net.is_finite() {
@@ -354,14 +379,18 @@ pub fn run(
                 checkpoint_dir.display()
             )));
         }
-        checkpoint::save(
+        let started = Instant::now();
+        let path = checkpoint::save(
             &checkpoint_dir,
             net,
             Position { epoch, batch },
             &identity,
             config.checkpoint.keep_last,
         )
-        .map_err(Failure::Training)
+        .map_err(Failure::Training)?;
+        let (count, seconds) = checkpoint_time.get();
+        checkpoint_time.set((count + 1, seconds + started.elapsed().as_secs_f64()));
+        Ok(path)
     };
 
     let t = &config.train;
@@ -600,12 +629,14 @@ pub fn run(
     }
     let seconds = training.elapsed().as_secs_f64();
     let eval = last_eval.unwrap_or_default();
+    let (checkpoints, checkpoint_seconds) = checkpoint_time.get();
     println!(
-        "done: {} steps, {samples} samples in {seconds:.1} s ({:.0} samples/s; training alone {:.1} s, {:.0} samples/s); test {} {:.4}{}; metrics in {}",
+        "done: {} steps, {samples} samples in {seconds:.1} s ({:.0} samples/s; training alone {:.1} s, {:.0} samples/s); {checkpoints} checkpoints in {checkpoint_seconds:.1} s; peak RSS {:.0} MiB; test {} {:.4}{}; metrics in {}",
         net.step(),
         samples as f64 / seconds.max(1e-9),
         seconds - outside_training,
         samples as f64 / (seconds - outside_training).max(1e-9),
+        peak_resident_mib().unwrap_or(0.0),
         if multi_label { "P@1" } else { "accuracy" },
         eval.precision_at_1,
         if multi_label {

@@ -845,3 +845,119 @@ fn memory_stays_flat_over_thousands_of_steps() {
     );
     assert!(peak - warm < 8.0, "RSS grew from {warm} to {peak} MiB");
 }
+
+/// Checkpoints stream the state instead of copying it: a run of a 60,000-label model (about
+/// 100 MB) that writes a checkpoint every 2 steps peaks less than a tenth of the model
+/// above the resident memory its steps report, and under its up-front estimate; a memory
+/// limit below the estimate is refused before any work (exit 2).
+#[test]
+fn checkpoints_hold_no_copy_of_the_model_and_the_estimate_bounds_the_run() {
+    let dir = scratch("memory");
+    for (name, samples, seed) in [("train.txt", 400, 1), ("test.txt", 100, 2)] {
+        let path = dir.join(name);
+        write_xmc(&path, samples, seed);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let body = text.split_once('\n').unwrap().1;
+        std::fs::write(&path, format!("{samples} 300 60000\n{body}")).unwrap();
+    }
+    let config = dir.join("wide.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[data]
+format = "xmc"
+train = "{dir}/train.txt"
+test = "{dir}/test.txt"
+
+[[network.layers]]
+size = 128
+activation = "relu"
+layout = "input-major"
+
+[[network.layers]]
+size = 60000
+activation = "softmax"
+[network.layers.lsh]
+family = "dwta"
+k = 4
+l = 16
+range_pow = 12
+strategy = "top-k"
+budget = 256
+min_active = 256
+
+[train]
+epochs = 100
+batch_size = 64
+lr = 0.001
+seed = 3
+"#,
+            dir = dir.display()
+        ),
+    )
+    .unwrap();
+    let out = dir.join("run");
+    let args = |extra: &[&str]| {
+        let mut args = vec![
+            "--config",
+            config.to_str().unwrap(),
+            "--quiet",
+            "--threads",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+            "--set",
+            "train.max_steps=12",
+            "--set",
+            "train.eval_every=0",
+            "--set",
+            "checkpoint.every=2",
+        ];
+        args.extend_from_slice(extra);
+        slide_train(&args)
+    };
+    let run = args(&[]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let stdout = text(&run.stdout);
+    let number_before = |key: &str| -> f64 {
+        let at = stdout
+            .find(key)
+            .unwrap_or_else(|| panic!("{key} in {stdout}"));
+        stdout[..at]
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let model_mb = number_before("MB, the run at most");
+    let estimate_mb = number_before("MB\n");
+    let peak_mb = final_metric(&stdout, "peak RSS") * 1.048_576;
+    let steps_mb = std::fs::read_to_string(out.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["rss_mib"].as_f64().unwrap() * 1.048_576
+        })
+        .fold(0.0, f64::max);
+    eprintln!(
+        "model {model_mb} MB, estimate {estimate_mb} MB, steps {steps_mb:.1} MB, peak {peak_mb:.1} MB"
+    );
+    assert!(model_mb > 90.0, "{model_mb}");
+    assert!(
+        peak_mb - steps_mb < 0.1 * model_mb,
+        "{steps_mb} -> {peak_mb}"
+    );
+    assert!(peak_mb <= estimate_mb, "{peak_mb} > {estimate_mb}");
+
+    let limit = format!("train.memory_limit_mb={}", estimate_mb as u64 - 1);
+    let refused = args(&["--set", &limit]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stdout));
+    let message = text(&refused.stderr);
+    assert!(
+        message.contains("but train.memory_limit_mb is"),
+        "{message}"
+    );
+}

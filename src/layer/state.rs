@@ -137,42 +137,34 @@ impl SparseLayer {
         name: &str,
         sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let mut buf = Vec::with_capacity(PIECE);
-        let mut floats = |values: &mut dyn Iterator<Item = f32>| -> std::result::Result<(), E> {
-            buf.clear();
-            for v in values {
-                buf.extend_from_slice(&v.to_le_bytes());
-                if buf.len() >= PIECE {
-                    sink(&buf)?;
-                    buf.clear();
-                }
-            }
-            if buf.is_empty() { Ok(()) } else { sink(&buf) }
-        };
         let (row_len, stride) = (self.row_len(), self.stride);
         let part = |offset: usize| {
             self.params
                 .chunks_exact(3 * stride)
-                .flat_map(move |block| block[offset..offset + row_len].iter().copied())
+                .map(move |block| &block[offset..offset + row_len])
         };
         let lsh = self.lsh.as_ref();
-        let u32s =
-            |values: &[u32]| -> Vec<u8> { values.iter().flat_map(|v| v.to_le_bytes()).collect() };
+        let f32s: fn(f32) -> [u8; 4] = f32::to_le_bytes;
+        let u32s: fn(u32) -> [u8; 4] = u32::to_le_bytes;
         match name {
-            "weight" => floats(&mut part(0)),
-            "adam_m" => floats(&mut part(stride)),
-            "adam_v" => floats(&mut part(2 * stride)),
-            "bias" => floats(&mut self.bias.iter().copied()),
-            "bias_adam_m" => floats(&mut self.bias_m.iter().copied()),
-            "bias_adam_v" => floats(&mut self.bias_v.iter().copied()),
-            "query_center" if lsh.is_some_and(|l| !l.center.is_empty()) => {
-                floats(&mut lsh.map_or(&[][..], |l| &l.center).iter().copied())
-            }
-            "row_steps" => sink(&u32s(&self.row_steps)),
-            "bias_steps" => sink(&u32s(&self.bias_steps)),
-            "shared_negatives" if lsh.is_some_and(|l| !l.shared.is_empty()) => {
-                sink(&u32s(lsh.map_or(&[][..], |l| &l.shared)))
-            }
+            "weight" => write_rows(part(0), f32s, sink),
+            "adam_m" => write_rows(part(stride), f32s, sink),
+            "adam_v" => write_rows(part(2 * stride), f32s, sink),
+            "bias" => write_rows(std::iter::once(&self.bias[..]), f32s, sink),
+            "bias_adam_m" => write_rows(std::iter::once(&self.bias_m[..]), f32s, sink),
+            "bias_adam_v" => write_rows(std::iter::once(&self.bias_v[..]), f32s, sink),
+            "query_center" if lsh.is_some_and(|l| !l.center.is_empty()) => write_rows(
+                std::iter::once(lsh.map_or(&[][..], |l| &l.center)),
+                f32s,
+                sink,
+            ),
+            "row_steps" => write_rows(std::iter::once(&self.row_steps[..]), u32s, sink),
+            "bias_steps" => write_rows(std::iter::once(&self.bias_steps[..]), u32s, sink),
+            "shared_negatives" if lsh.is_some_and(|l| !l.shared.is_empty()) => write_rows(
+                std::iter::once(lsh.map_or(&[][..], |l| &l.shared)),
+                u32s,
+                sink,
+            ),
             _ => match (lsh, TABLES_NAMES.iter().position(|&t| t == name)) {
                 (Some(lsh), Some(i)) => lsh.tables.write_state(TablesArray::ALL[i], sink),
                 _ => Err(config_error(self.what(), format!("has no state tensor `{name}`")).into()),
@@ -315,6 +307,33 @@ impl SparseLayer {
     fn what(&self) -> String {
         format!("layer {} -> {} state", self.in_dim, self.out_dim)
     }
+}
+
+/// Passes the values of `rows`, one after another, to `sink` as little-endian bytes, in
+/// pieces of at most [`PIECE`] bytes.
+fn write_rows<'a, T: Copy + 'a, E>(
+    rows: impl Iterator<Item = &'a [T]>,
+    le: fn(T) -> [u8; 4],
+    sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    let mut buf = vec![0u8; PIECE];
+    let mut at = 0;
+    for row in rows {
+        for part in row.chunks(PIECE / 4) {
+            if at + part.len() * 4 > PIECE {
+                sink(&buf[..at])?;
+                at = 0;
+            }
+            for (bytes, &v) in buf[at..at + part.len() * 4].chunks_exact_mut(4).zip(part) {
+                bytes.copy_from_slice(&le(v));
+            }
+            at += part.len() * 4;
+        }
+    }
+    if at > 0 {
+        sink(&buf[..at])?;
+    }
+    Ok(())
 }
 
 /// Bytes handed to a sink at a time, and read from a source at a time.

@@ -56,10 +56,12 @@ pub type ReadArray<'a, E> = dyn FnMut(TablesArray, usize, &mut [u8]) -> Result<(
 /// Elements converted per call of a [`HashTables::write_state`] sink.
 const CHUNK: usize = 1 << 16;
 
-fn u32s_le(values: impl Iterator<Item = u32>, out: &mut Vec<u8>) {
+/// `count` values as little-endian bytes in `out`.
+fn u32s_le(count: usize, values: impl Iterator<Item = u32>, out: &mut Vec<u8>) {
     out.clear();
-    for v in values {
-        out.extend_from_slice(&v.to_le_bytes());
+    out.resize(count * 4, 0);
+    for (bytes, v) in out.chunks_exact_mut(4).zip(values) {
+        bytes.copy_from_slice(&v.to_le_bytes());
     }
 }
 
@@ -118,6 +120,7 @@ impl HashTables {
                 for table in &self.tables {
                     for chunk in table.buckets.chunks(CHUNK / 4) {
                         u32s_le(
+                            chunk.len() * 4,
                             chunk.iter().flat_map(|b| {
                                 [b.start, b.seen, u32::from(b.len), u32::from(b.segment)]
                             }),
@@ -130,7 +133,7 @@ impl HashTables {
             TablesArray::Store => {
                 for table in &self.tables {
                     for chunk in table.store.chunks(CHUNK) {
-                        u32s_le(chunk.iter().copied(), &mut buf);
+                        u32s_le(chunk.len(), chunk.iter().copied(), &mut buf);
                         sink(&buf)?;
                     }
                 }

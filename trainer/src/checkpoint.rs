@@ -17,7 +17,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use safetensors::tensor::{Dtype, Metadata, TensorInfo};
 use slide::config::{FNV_OFFSET, fnv1a};
 use slide::formats::printable;
-use slide::{Elem, Network, NetworkConfig, StateScalars, StateSource};
+use slide::{Elem, Network, NetworkConfig, StateScalars, StateSource, StateTensor};
 
 /// The format written by this version. Version 2 (which hashed tensor bytes one at a time)
 /// is still read; any other is refused.
@@ -163,6 +163,71 @@ fn dtype(elem: Elem) -> Dtype {
     }
 }
 
+/// What the converting thread hands the writing thread.
+enum Piece {
+    /// The next tensor starts.
+    Tensor(String),
+    /// More bytes of it.
+    Bytes(Vec<u8>),
+}
+
+/// Buffers in flight between the two threads of [`write_tensors`].
+const PIECES_IN_FLIGHT: usize = 4;
+
+/// Writes `tensors` of `net` to `file` in order and returns the file and their
+/// [`TensorHash`]. This thread converts the layers' storage into pieces of at most 512 KiB;
+/// a second one hashes and writes them, so the conversion overlaps the writing (the
+/// training threads are idle meanwhile). Four pieces are in flight at most.
+fn write_tensors(
+    net: &Network,
+    tensors: &[StateTensor],
+    mut file: std::fs::File,
+    writing: &(dyn Fn() -> String + Sync),
+) -> Result<(std::fs::File, u64)> {
+    let (full, full_rx) = std::sync::mpsc::sync_channel::<Piece>(PIECES_IN_FLIGHT);
+    let (empty, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    for _ in 0..PIECES_IN_FLIGHT {
+        empty.send(Vec::new()).expect("the receiver is alive");
+    }
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || -> Result<(std::fs::File, u64)> {
+            let mut hash = TensorHash::new(true);
+            for piece in full_rx {
+                match piece {
+                    Piece::Tensor(name) => hash.start(&name),
+                    Piece::Bytes(bytes) => {
+                        hash.feed(&bytes);
+                        file.write_all(&bytes).with_context(writing)?;
+                        // The converter may have stopped; then nobody needs the buffer.
+                        let _ = empty.send(bytes);
+                    }
+                }
+            }
+            Ok((file, hash.finish()))
+        });
+        // A send or receive fails only once the writer has stopped, with its own error.
+        let stopped = || anyhow!("the checkpoint writer stopped");
+        let converted = tensors.iter().try_for_each(|t| -> Result<()> {
+            full.send(Piece::Tensor(t.name.clone()))
+                .map_err(|_| stopped())?;
+            net.write_state_tensor(&t.name, &mut |piece: &[u8]| -> Result<()> {
+                let mut bytes = empty_rx.recv().map_err(|_| stopped())?;
+                bytes.clear();
+                bytes.extend_from_slice(piece);
+                full.send(Piece::Bytes(bytes)).map_err(|_| stopped())
+            })
+        });
+        drop(full);
+        let written = writer
+            .join()
+            .map_err(|_| anyhow!("the checkpoint writer panicked"))?;
+        match (converted, written) {
+            (_, Err(e)) | (Err(e), Ok(_)) => Err(e),
+            (Ok(()), Ok(done)) => Ok(done),
+        }
+    })
+}
+
 /// Writes `net`'s training state as `dir/checkpoint-STEP.safetensors` and removes all but
 /// the newest `keep_last` checkpoints. `identity` describes the run; loading checks it.
 ///
@@ -240,16 +305,8 @@ pub fn save(
     file.write_all(&(json.len() as u64).to_le_bytes())
         .and_then(|()| file.write_all(json.as_bytes()))
         .with_context(writing)?;
-    // Pieces of 512 KiB go to the file as they come: no buffer of the writer's own.
-    let mut hash = TensorHash::new(true);
-    for t in &tensors {
-        hash.start(&t.name);
-        net.write_state_tensor(&t.name, &mut |piece: &[u8]| -> Result<()> {
-            hash.feed(piece);
-            file.write_all(piece).with_context(writing)
-        })?;
-    }
-    let sum = checksum(hash.finish(), &metadata);
+    let (mut file, tensors_hash) = write_tensors(net, &tensors, file, &writing)?;
+    let sum = checksum(tensors_hash, &metadata);
     file.seek(SeekFrom::Start(checksum_at))
         .and_then(|_| file.write_all(sum.as_bytes()))
         .with_context(writing)?;

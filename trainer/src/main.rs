@@ -222,6 +222,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let mode = mode.mode();
             pool(threads)?
                 .install(|| train::evaluate_checkpoint(&config, &checkpoint, mode, samples))
+                .map(|_| ())
         }
         None => {
             let args = cli.train;

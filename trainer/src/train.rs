@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::data::{self, Loaded};
 
 /// Why a run stopped early: bad input (exit 2) or a failure while training (exit 1).
+#[derive(Debug)]
 pub enum Failure {
     /// Bad input: command line, config, data or checkpoint (exit code 2).
     Input(anyhow::Error),
@@ -82,6 +83,34 @@ struct Record {
     /// Resident memory of the process, MiB (Linux; absent elsewhere).
     #[serde(skip_serializing_if = "Option::is_none")]
     rss_mib: Option<f64>,
+    /// Seconds in each phase of the steps so far (see [`slide::PhaseTimes`]; hashing,
+    /// forward and backward are thread time summed over samples).
+    phase_seconds: Phases,
+    /// Checkpoints written so far and the seconds they took.
+    checkpoints: usize,
+    checkpoint_seconds: f64,
+}
+
+/// [`slide::PhaseTimes`] in seconds.
+#[derive(Serialize, Clone, Copy, Default)]
+struct Phases {
+    hashing: f64,
+    forward: f64,
+    backward: f64,
+    update: f64,
+    rebuild: f64,
+}
+
+impl From<slide::PhaseTimes> for Phases {
+    fn from(t: slide::PhaseTimes) -> Self {
+        Phases {
+            hashing: t.hashing.as_secs_f64(),
+            forward: t.forward.as_secs_f64(),
+            backward: t.backward.as_secs_f64(),
+            update: t.update.as_secs_f64(),
+            rebuild: t.rebuild.as_secs_f64(),
+        }
+    }
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -253,13 +282,14 @@ fn prepare(config: &Config) -> Result<Prepared, Failure> {
     })
 }
 
-/// `slide-train eval`: a checkpoint's metrics on the whole test set, or its first `samples`.
+/// `slide-train eval`: a checkpoint's metrics on the whole test set, or its first `samples`,
+/// printed and returned with the seconds the evaluation took.
 pub fn evaluate_checkpoint(
     config: &Config,
     path: &Path,
     mode: Mode,
     samples: Option<usize>,
-) -> Result<(), Failure> {
+) -> Result<(EvalStats, f64), Failure> {
     let Prepared {
         loaded,
         mut net,
@@ -298,7 +328,7 @@ pub fn evaluate_checkpoint(
             seconds
         );
     }
-    Ok(())
+    Ok((e, seconds))
 }
 
 /// Trains as `config` says, writing metrics and checkpoints under `out`; continues from the
@@ -398,6 +428,7 @@ pub fn run(
     let mut eval_order: Vec<usize> = (0..test.len()).collect();
     let eval_mode = t.eval_mode.mode();
     let mut stats = StepStats::default();
+    let mut phases = slide::PhaseTimes::default();
     let training = Instant::now();
     let (mut samples, mut window_loss, mut window_steps) = (0usize, 0.0, 0usize);
     let mut last_eval: Option<EvalStats> = None;
@@ -460,6 +491,7 @@ pub fn run(
                 return Err(diverged(format!("the loss is {}", stats.loss)));
             }
             samples += batch.len();
+            phases += stats.times;
             window_loss += stats.loss;
             window_steps += 1;
             let step = net.step();
@@ -572,6 +604,9 @@ pub fn run(
                     tables: occupancy(&net),
                     recall,
                     rss_mib: resident_mib(),
+                    phase_seconds: phases.into(),
+                    checkpoints: checkpoint_time.get().0,
+                    checkpoint_seconds: checkpoint_time.get().1,
                 };
                 let line = serde_json::to_string(&record).expect("records serialise");
                 writeln!(metrics, "{line}")

@@ -354,19 +354,30 @@ impl<E> From<slide_lsh::LshError> for Read<E> {
     }
 }
 
+/// Reads tensor `name` of 4-byte values into `out`, a piece at a time.
+fn read_values<S: StateSource + ?Sized, T>(
+    source: &mut S,
+    name: &str,
+    out: &mut [T],
+    from_le: fn([u8; 4]) -> T,
+) -> std::result::Result<(), S::Error> {
+    let mut bytes = vec![0u8; (out.len() * 4).min(PIECE)];
+    for (i, chunk) in out.chunks_mut(PIECE / 4).enumerate() {
+        let piece = &mut bytes[..chunk.len() * 4];
+        source.read(name, i * PIECE, piece)?;
+        for (v, b) in chunk.iter_mut().zip(piece.chunks_exact(4)) {
+            *v = from_le([b[0], b[1], b[2], b[3]]);
+        }
+    }
+    Ok(())
+}
+
 fn read_u32s<S: StateSource + ?Sized>(
     source: &mut S,
     name: &str,
     out: &mut [u32],
 ) -> std::result::Result<(), S::Error> {
-    for (i, chunk) in out.chunks_mut(PIECE / 4).enumerate() {
-        let mut bytes = vec![0u8; chunk.len() * 4];
-        source.read(name, i * PIECE, &mut bytes)?;
-        for (v, b) in chunk.iter_mut().zip(bytes.chunks_exact(4)) {
-            *v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        }
-    }
-    Ok(())
+    read_values(source, name, out, u32::from_le_bytes)
 }
 
 fn read_f32s<S: StateSource + ?Sized>(
@@ -374,14 +385,7 @@ fn read_f32s<S: StateSource + ?Sized>(
     name: &str,
     out: &mut [f32],
 ) -> std::result::Result<(), S::Error> {
-    for (i, chunk) in out.chunks_mut(PIECE / 4).enumerate() {
-        let mut bytes = vec![0u8; chunk.len() * 4];
-        source.read(name, i * PIECE, &mut bytes)?;
-        for (v, b) in chunk.iter_mut().zip(bytes.chunks_exact(4)) {
-            *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        }
-    }
-    Ok(())
+    read_values(source, name, out, f32::from_le_bytes)
 }
 
 /// The element type of a state tensor.

@@ -171,16 +171,18 @@ impl Network {
                     scores_gemm(&x, n, dim, w, rows, stride, &mut scores);
                     let bias = &layer.biases()[first..first + rows];
                     for (best, z) in best.iter_mut().zip(scores.chunks_exact_mut(rows)) {
-                        // Runs of 16: the biases added and the largest score found without
-                        // branching (vectorised), then a run is looked into only if its
-                        // largest score would enter the top 5 (rare once it has filled).
+                        // Runs of 16: the biases added and each score compared with the
+                        // 5th best without branching (an OR of comparisons vectorises; a
+                        // running maximum would not), then a run is looked into only if a
+                        // score would enter the top 5 (rare once it has filled).
                         for (run, (z, b)) in z.chunks_mut(16).zip(bias.chunks(16)).enumerate() {
-                            let mut top = f32::NEG_INFINITY;
+                            let fifth = best.0[4].0;
+                            let mut enters = false;
                             for (z, &b) in z.iter_mut().zip(b) {
                                 *z += b;
-                                top = top.max(*z);
+                                enters |= *z >= fifth;
                             }
-                            if top < best.0[4].0 {
+                            if !enters {
                                 continue;
                             }
                             for (j, &z) in z.iter().enumerate() {

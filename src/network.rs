@@ -9,6 +9,7 @@ use slide_lsh::mix64;
 
 use crate::config::{NetworkConfig, RebuildSchedule};
 use crate::error::{Result, SlideError, config_error};
+use crate::layer::MemorySource as LayerMemory;
 use crate::layer::{Elem, LayerState, SparseLayer, StateSource, StateTensor};
 use crate::optimizer::Adam;
 
@@ -153,31 +154,17 @@ impl Network {
     /// Continues from `state`, which must come from a network of the same configuration:
     /// training on from here gives exactly what the saved network would have given.
     pub fn import_state(&mut self, state: &NetworkState) -> Result<()> {
-        if state.layers.len() != self.layers.len() {
-            return Err(config_error(
-                "network state",
-                format!(
-                    "has {} layers, the network {}",
-                    state.layers.len(),
-                    self.layers.len()
-                ),
-            ));
-        }
-        if !(state.rebuild_period.is_finite() && state.rebuild_period >= 1.0) {
-            return Err(config_error(
-                "network state",
-                "rebuild period must be at least 1",
-            ));
-        }
-        for (layer, saved) in self.layers.iter_mut().zip(&state.layers) {
-            layer.import_state(saved)?;
-        }
-        self.schedule = Progress {
+        let scalars = StateScalars {
             step: state.step,
             next_rebuild: state.next_rebuild,
-            period: state.rebuild_period,
+            rebuild_period: state.rebuild_period,
+            generations: state
+                .layers
+                .iter()
+                .map(|l| l.tables.as_ref().map(|t| t.generation))
+                .collect(),
         };
-        Ok(())
+        self.read_state(&scalars, &mut MemorySource(state))
     }
 
     /// What a checkpoint stores beside the tensors: where training stands and each
@@ -291,6 +278,30 @@ impl Network {
 fn split_layer_name(name: &str) -> Option<(usize, &str)> {
     let (index, rest) = name.strip_prefix("layers.")?.split_once('.')?;
     Some((index.parse().ok()?, rest))
+}
+
+/// A [`NetworkState`] as a [`StateSource`]: `layers.I.NAME` is layer `I`'s `NAME`.
+struct MemorySource<'a>(&'a NetworkState);
+
+impl StateSource for MemorySource<'_> {
+    type Error = SlideError;
+
+    fn tensor(&self, name: &str) -> Option<(Elem, Vec<usize>)> {
+        let (i, rest) = split_layer_name(name)?;
+        LayerMemory(self.0.layers.get(i)?).tensor(rest)
+    }
+
+    fn read(&mut self, name: &str, offset: usize, out: &mut [u8]) -> Result<()> {
+        let layer =
+            split_layer_name(name).and_then(|(i, rest)| Some((self.0.layers.get(i)?, rest)));
+        let Some((layer, rest)) = layer else {
+            return Err(config_error(
+                "network state",
+                format!("has no tensor `{name}`"),
+            ));
+        };
+        LayerMemory(layer).read(rest, offset, out)
+    }
 }
 
 /// A network's [`StateSource`] seen by one layer: its names without `layers.I.`.

@@ -57,6 +57,7 @@ use slide_lsh::{CodeBuffer, HashTables, LshFamily, QueryScratch, Sampling, Table
 
 pub use config::{Activation, Init, LayerConfig, LshConfig, Mode, WeightLayout};
 pub(crate) use passes::ranks_before;
+pub(crate) use state::MemorySource;
 pub use state::{Elem, LayerState, StateSource, StateTensor};
 use trace::QueryBuffers;
 pub use trace::{LayerBatch, LayerTrace, SelectScratch};

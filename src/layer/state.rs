@@ -117,11 +117,7 @@ impl SparseLayer {
             if !lsh.center.is_empty() {
                 out.push(t("query_center", Elem::F32, vec![lsh.center.len()]));
             }
-            for (array, name) in TablesArray::ALL.into_iter().zip(TABLES_NAMES) {
-                let elem = match array {
-                    TablesArray::StoreOffsets => Elem::U64,
-                    TablesArray::Buckets | TablesArray::Store => Elem::U32,
-                };
+            for (array, name, elem) in TABLES {
                 out.push(t(name, elem, vec![lsh.tables.state_len(array)]));
             }
         }
@@ -165,8 +161,8 @@ impl SparseLayer {
                 u32s,
                 sink,
             ),
-            _ => match (lsh, TABLES_NAMES.iter().position(|&t| t == name)) {
-                (Some(lsh), Some(i)) => lsh.tables.write_state(TablesArray::ALL[i], sink),
+            _ => match (lsh, TABLES.iter().find(|t| t.1 == name)) {
+                (Some(lsh), Some(&(array, _, _))) => lsh.tables.write_state(array, sink),
                 _ => Err(config_error(self.what(), format!("has no state tensor `{name}`")).into()),
             },
         }
@@ -227,17 +223,10 @@ impl SparseLayer {
                 "shared negatives or query center do not fit the layer".into(),
             ));
         }
+        // In `TablesArray::ALL` order, as the tables take them.
         let mut lens = [0usize; 3];
-        for (len, (array, name)) in lens
-            .iter_mut()
-            .zip(TablesArray::ALL.into_iter().zip(TABLES_NAMES))
-        {
-            if sampled {
-                let elem = if array == TablesArray::StoreOffsets {
-                    Elem::U64
-                } else {
-                    Elem::U32
-                };
+        if sampled {
+            for (len, (_, name, elem)) in lens.iter_mut().zip(TABLES) {
                 *len = optional(source, name, elem)?;
             }
         }
@@ -288,12 +277,8 @@ impl SparseLayer {
             generation.unwrap_or(0),
             lens,
             &mut |array, first, out| -> std::result::Result<(), Read<S::Error>> {
-                let i = TablesArray::ALL
-                    .iter()
-                    .position(|&a| a == array)
-                    .unwrap_or(0);
                 source
-                    .read(TABLES_NAMES[i], first * array.elem_bytes(), out)
+                    .read(tables_name(array), first * array.elem_bytes(), out)
                     .map_err(Read::Source)
             },
         );
@@ -339,8 +324,20 @@ fn write_rows<'a, T: Copy + 'a, E>(
 /// Bytes handed to a sink at a time, and read from a source at a time.
 const PIECE: usize = 1 << 19;
 
-/// The checkpoint names of the tables' arrays, in [`TablesArray::ALL`] order.
-const TABLES_NAMES: [&str; 3] = ["tables.buckets", "tables.store", "tables.store_offsets"];
+/// The tables' arrays as state tensors: checkpoint name and element type.
+const TABLES: [(TablesArray, &str, Elem); 3] = [
+    (TablesArray::Buckets, "tables.buckets", Elem::U32),
+    (TablesArray::Store, "tables.store", Elem::U32),
+    (TablesArray::StoreOffsets, "tables.store_offsets", Elem::U64),
+];
+
+/// The checkpoint name of one of the tables' arrays.
+fn tables_name(array: TablesArray) -> &'static str {
+    TABLES
+        .iter()
+        .find(|t| t.0 == array)
+        .map_or("tables", |t| t.1)
+}
 
 /// An error of a [`StateSource`] or of the tables' checks, while reading tables.
 enum Read<E> {
@@ -445,7 +442,7 @@ pub trait StateSource {
 }
 
 /// A [`LayerState`] as a [`StateSource`].
-struct MemorySource<'a>(&'a LayerState);
+pub(crate) struct MemorySource<'a>(pub(crate) &'a LayerState);
 
 /// A tensor of a [`LayerState`], borrowed.
 enum Data<'a> {

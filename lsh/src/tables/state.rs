@@ -65,6 +65,18 @@ fn u32s_le(count: usize, values: impl Iterator<Item = u32>, out: &mut Vec<u8>) {
     }
 }
 
+impl Bucket {
+    /// The bucket as [`TablesState::buckets`] holds it: `[start, seen, len, segment]`.
+    fn fields(&self) -> [u32; 4] {
+        [
+            self.start,
+            self.seen,
+            u32::from(self.len),
+            u32::from(self.segment),
+        ]
+    }
+}
+
 fn from_u32s_le(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
     bytes
         .chunks_exact(4)
@@ -96,9 +108,7 @@ impl HashTables {
         };
         for table in &self.tables {
             for b in &table.buckets {
-                state
-                    .buckets
-                    .extend([b.start, b.seen, u32::from(b.len), u32::from(b.segment)]);
+                state.buckets.extend(b.fields());
             }
             state.store.extend_from_slice(&table.store);
             state.store_offsets.push(state.store.len() as u64);
@@ -121,9 +131,7 @@ impl HashTables {
                     for chunk in table.buckets.chunks(CHUNK / 4) {
                         u32s_le(
                             chunk.len() * 4,
-                            chunk.iter().flat_map(|b| {
-                                [b.start, b.seen, u32::from(b.len), u32::from(b.segment)]
-                            }),
+                            chunk.iter().flat_map(Bucket::fields),
                             &mut buf,
                         );
                         sink(&buf)?;

@@ -105,13 +105,16 @@ impl NetworkConfig {
 /// identities and checksums (the same bytes give the same value on every platform and
 /// version).
 pub fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(hash, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    bytes
+        .iter()
+        .fold(hash, |h, &b| (h ^ u64::from(b)).wrapping_mul(FNV_PRIME))
 }
 
 /// FNV-1a's starting value.
 pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a's multiplier (64 bits).
+pub const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 impl NetworkConfig {
     /// Every setting as `(name, value)`, in a fixed order: `input_dim`, `seed`, then per

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use safetensors::tensor::{Dtype, Metadata, TensorInfo};
-use slide::config::{FNV_OFFSET, fnv1a};
+use slide::config::{FNV_OFFSET, FNV_PRIME, fnv1a};
 use slide::formats::printable;
 use slide::{Elem, Network, NetworkConfig, StateScalars, StateSource, StateTensor};
 
@@ -120,7 +120,7 @@ impl TensorHash {
     }
 
     fn word(&mut self, w: [u8; 8]) {
-        self.hash = (self.hash ^ u64::from_le_bytes(w)).wrapping_mul(0x0000_0100_0000_01b3);
+        self.hash = (self.hash ^ u64::from_le_bytes(w)).wrapping_mul(FNV_PRIME);
     }
 
     /// Ends the current tensor (its partial word, byte by byte).
@@ -287,14 +287,13 @@ pub fn save(
     let mut json = serde_json::to_string(&header).context("cannot write the checkpoint header")?;
     // safetensors pads the header with spaces so that the data starts 8-byte aligned.
     json.extend(std::iter::repeat_n(' ', (8 - json.len() % 8) % 8));
-    let pending = format!("\"checksum\":\"{PENDING_CHECKSUM}\"");
+    // Where the pending checksum's digits sit in the file (after the 8-byte length).
+    let key = "\"checksum\":\"";
     let checksum_at = 8
+        + key.len() as u64
         + json
-            .find(&pending)
-            .context("checksum missing from the header")? as u64
-        + pending.len() as u64
-        - PENDING_CHECKSUM.len() as u64
-        - 1;
+            .find(&format!("{key}{PENDING_CHECKSUM}\""))
+            .context("checksum missing from the header")? as u64;
 
     let name = format!("checkpoint-{:010}.safetensors", scalars.step);
     let final_path = dir.join(&name);

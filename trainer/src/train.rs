@@ -186,7 +186,7 @@ fn resident_mib() -> Option<f64> {
 }
 
 /// The process's peak resident memory so far, MiB (Linux; absent elsewhere).
-fn peak_resident_mib() -> Option<f64> {
+pub fn peak_resident_mib() -> Option<f64> {
     status_mib("VmHWM:")
 }
 

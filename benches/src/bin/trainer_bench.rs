@@ -76,17 +76,6 @@ fn parse() -> Result<Options, String> {
     Ok(o)
 }
 
-/// A `/proc/self/status` field in kB, as MiB.
-fn status_mib(field: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with(field))?.to_owned();
-            line.split_whitespace().nth(1)?.parse::<f64>().ok()
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 fn cpu_name() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -97,13 +86,17 @@ fn cpu_name() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The feature count in an XMC file's header.
-fn features(path: &Path) -> Result<usize, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    text.lines()
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .ok_or(format!("{}: no XMC header", path.display()))
+/// An XMC file's header: samples and features.
+fn xmc_header(path: &Path) -> Result<(u64, usize), String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(file), &mut line)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut fields = line.split_whitespace().map(str::parse::<u64>);
+    match (fields.next(), fields.next()) {
+        (Some(Ok(samples)), Some(Ok(features))) => Ok((samples, features as usize)),
+        _ => Err(format!("{}: no XMC header", path.display())),
+    }
 }
 
 /// Seconds to write `bytes` in 512 KiB pieces into a new file in `dir` and fsync it.
@@ -142,12 +135,7 @@ fn run() -> Result<(), String> {
         generate::generate(shape, 1, &o.data).map_err(|e| format!("{e:#}"))?;
     }
     // Train samples decide the checkpoint period: `--checkpoints` spread over the run.
-    let train_samples = std::fs::read_to_string(&train_file)
-        .map_err(|e| format!("{}: {e}", train_file.display()))?
-        .lines()
-        .next()
-        .and_then(|l| l.split_whitespace().next()?.parse::<u64>().ok())
-        .ok_or(format!("{}: no XMC header", train_file.display()))?;
+    let (train_samples, features) = xmc_header(&train_file)?;
     let quote = |p: &Path| format!("\"{}\"", p.display());
     let mut sets = vec![
         format!("data.train={}", quote(&train_file)),
@@ -172,7 +160,7 @@ fn run() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     pool.install(|| train::run(&cfg, &out, true, None, &AtomicUsize::new(0)))
         .map_err(|e| format!("training failed: {e:?}"))?;
-    let peak_mib = status_mib("VmHWM:");
+    let peak_mib = train::peak_resident_mib().unwrap_or(0.0);
 
     let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).map_err(|e| e.to_string())?;
     let records: Vec<serde_json::Value> = metrics
@@ -189,14 +177,14 @@ fn run() -> Result<(), String> {
     let checkpoints = last["checkpoints"].as_u64().unwrap_or(0);
     let checkpoint_each = f(last, "checkpoint_seconds") / checkpoints.max(1) as f64;
     let dir = out.join(&cfg.checkpoint.dir);
-    let newest = slide_trainer::checkpoint::list(&dir)
+    let newest = checkpoint::list(&dir)
         .map_err(|e| format!("{e:#}"))?
         .pop()
         .ok_or("no checkpoint written")?;
     let file_bytes = std::fs::metadata(&newest).map_err(|e| e.to_string())?.len();
     // The trained network again, its checkpoint written and a plain file of the same size
     // written and synced in turns, four times each, into the same folder.
-    let network = cfg.network(features(&train_file)?);
+    let network = cfg.network(features);
     let identity = checkpoint::Identity::of(&network, cfg.train.batch_size);
     let mut net = slide::Network::new(network).map_err(|e| e.to_string())?;
     checkpoint::load(&newest, &mut net, &identity, checkpoint::Require::Network)

@@ -247,6 +247,7 @@ fn main() -> Result<()> {
                 .iter()
                 .map(|s| (s.hidden.as_input(), &s.output))
                 .collect();
+            model.adam.advance();
             model
                 .hidden
                 .update(&hidden_batch[..], scale, &model.adam, &mut hidden_update)?;

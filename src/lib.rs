@@ -92,7 +92,9 @@ pub use layer::{
     SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, WeightLayout, sample_rng,
 };
 pub use network::{Network, NetworkState, StateScalars};
-pub use optimizer::{Adam, AdamConfig, LayerGradients, UpdateCounts, UpdateScratch};
+pub use optimizer::{
+    Adam, AdamConfig, BiasCorrection, LayerGradients, UpdateCounts, UpdateScratch,
+};
 pub use slide_lsh as lsh;
 pub use stats::{ActiveSources, EvalStats, PhaseTimes, Recall, StepStats};
 pub use workspace::Workspace;

@@ -128,6 +128,10 @@ impl Network {
     }
 
     /// The layers, mutably, and the optimizer, for the update.
+    pub(crate) fn adam_mut(&mut self) -> &mut Adam {
+        &mut self.adam
+    }
+
     pub(crate) fn layers_and_adam(&mut self) -> (&mut [SparseLayer], &Adam) {
         (&mut self.layers, &self.adam)
     }

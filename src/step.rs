@@ -215,6 +215,8 @@ impl Network {
         fill_batch_stats(self.layers(), ws.batch(), stats);
         let scale = 1.0 / batch.len() as f32;
         let started = Instant::now();
+        let taken = self.schedule.step + 1;
+        self.adam_mut().set_steps(taken);
         let (layers, adam) = self.layers_and_adam();
         for (l, layer) in layers.iter_mut().enumerate() {
             let view = NetworkBatch {

@@ -24,7 +24,7 @@
 //!     lsh: None,
 //! };
 //! let mut layer = SparseLayer::new(4, &config, 1)?;
-//! let adam = Adam::new(AdamConfig { lr: 0.05, ..AdamConfig::default() })?;
+//! let mut adam = Adam::new(AdamConfig { lr: 0.05, ..AdamConfig::default() })?;
 //! let (mut scratch, mut update) = (layer.select_scratch(), UpdateScratch::default());
 //! let mut trace = LayerTrace::new();
 //! let x = [1.0, 0.5, -0.5, 0.25];
@@ -39,6 +39,7 @@
 //!     }
 //!     let mut input_gradient = Vec::new();
 //!     layer.backward(input, &mut trace, &mut input_gradient)?;
+//!     adam.advance(); // one optimizer step per batch, before its updates
 //!     layer.update(&[(input, &trace)][..], 1.0, &adam, &mut update)?;
 //! }
 //! layer.forward(Vector::Dense(&x), &mut trace)?;

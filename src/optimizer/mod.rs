@@ -5,12 +5,12 @@
 mod adam;
 mod grouping;
 
-pub use adam::{Adam, AdamConfig};
+pub use adam::{Adam, AdamConfig, BiasCorrection};
 pub use grouping::UpdateScratch;
 use grouping::{accumulate_row, bias_gradients};
 
 use crate::error::{Result, config_error};
-use crate::kernels::{AdamStep, kernels};
+use crate::kernels::kernels;
 use crate::layer::{LayerBatch, SparseLayer, WeightLayout};
 use crate::rows::DisjointRows;
 
@@ -63,8 +63,11 @@ impl SparseLayer {
     /// The LSH tables are not rebuilt: call [`rebuild_tables`](Self::rebuild_tables) on a
     /// schedule of your own.
     ///
+    /// With [`BiasCorrection::Global`] (the default), call [`Adam::advance`] once per batch
+    /// before the batch's updates: the bias correction counts those calls.
+    ///
     /// Errors: an empty batch, an input that does not fit the layer, a trace selected by
-    /// another layer or without its gradient.
+    /// another layer or without its gradient, an Adam that has not advanced.
     pub fn update<B: LayerBatch + ?Sized>(
         &mut self,
         batch: &B,
@@ -75,6 +78,12 @@ impl SparseLayer {
         let what = || format!("layer {} -> {} update", self.in_dim, self.out_dim);
         if batch.samples() == 0 {
             return Err(config_error(what(), "the batch is empty"));
+        }
+        if adam.shared_step().is_some() && adam.steps() == 0 {
+            return Err(config_error(
+                what(),
+                "Adam has taken no step: call Adam::advance once per batch before the updates",
+            ));
         }
         for s in 0..batch.samples() {
             let trace = batch.trace(s);
@@ -137,14 +146,13 @@ impl SparseLayer {
         // Biases: one per neuron. Neuron-major rows are neurons; an input-major layer has all
         // its neurons active, so all its biases move.
         bias_gradients(self, batch, scale, scratch);
-        let a = adam.config();
         for (k, &g) in scratch.bias_gradient.iter().enumerate() {
             let neuron = match layout {
                 WeightLayout::NeuronMajor => scratch.touched[k] as usize,
                 WeightLayout::InputMajor => k,
             };
             self.bias_steps[neuron] += 1;
-            let s = AdamStep::new(a.lr, a.beta1, a.beta2, a.eps, self.bias_steps[neuron]);
+            let s = adam.step(self.bias_steps[neuron]);
             (kernels().adam)(
                 std::slice::from_mut(&mut self.bias[neuron]),
                 &[g],
@@ -206,11 +214,42 @@ mod tests {
         let mut l = layer(3, 6, WeightLayout::NeuronMajor);
         let x = [1.0, 0.0, 2.0];
         let foreign = trace(&[1], &[1.0], (3, 7));
-        let adam = Adam::new(AdamConfig::default()).unwrap();
+        let mut adam = Adam::new(AdamConfig::default()).unwrap();
+        adam.advance();
         let before = l.export_state();
         let batch = [(Vector::Dense(&x), &foreign)];
         let e = l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default());
-        assert!(e.is_err());
+        assert!(e.unwrap_err().to_string().contains("trace"));
         assert_eq!(l.export_state(), before);
+    }
+
+    /// Under the global bias correction an update before any `Adam::advance` is refused
+    /// (its correction would be undefined); the per-row correction needs no step count.
+    #[test]
+    fn update_refuses_an_adam_that_has_not_advanced() {
+        let mut l = layer(3, 6, WeightLayout::NeuronMajor);
+        let x = [1.0, 0.0, 2.0];
+        let t = trace(&[1], &[1.0], (3, 6));
+        let batch = [(Vector::Dense(&x), &t)];
+        let mut adam = Adam::new(AdamConfig::default()).unwrap();
+        let before = l.export_state();
+        let e = l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default());
+        assert!(e.unwrap_err().to_string().contains("Adam::advance"));
+        assert_eq!(l.export_state(), before);
+        adam.advance();
+        assert_eq!(adam.steps(), 1);
+        l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default())
+            .unwrap();
+        let per_row = AdamConfig {
+            bias_correction: BiasCorrection::PerRow,
+            ..AdamConfig::default()
+        };
+        l.update(
+            &batch[..],
+            1.0,
+            &Adam::new(per_row).unwrap(),
+            &mut UpdateScratch::default(),
+        )
+        .unwrap();
     }
 }

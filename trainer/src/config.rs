@@ -7,8 +7,8 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling, Strategy};
 use slide::{
-    Activation, AdamConfig, Init, LayerConfig, LshConfig, NetworkConfig, RebuildSchedule,
-    WeightLayout,
+    Activation, AdamConfig, BiasCorrection, Init, LayerConfig, LshConfig, NetworkConfig,
+    RebuildSchedule, WeightLayout,
 };
 
 /// A whole config file.
@@ -320,6 +320,10 @@ pub struct TrainConfig {
     /// Adam's denominator guard.
     pub eps: f32,
     #[serde(default)]
+    /// Which update count Adam's bias correction uses: `"global"` (the optimizer's steps,
+    /// as PyTorch) or `"per-row"` (each row's own updates).
+    pub bias_correction: BiasCorrection,
+    #[serde(default)]
     /// Seed of the weights, hash functions, shuffles and sampling.
     pub seed: u64,
     /// Steps before the first table rebuild.
@@ -614,6 +618,7 @@ impl Config {
                 beta1: t.beta1,
                 beta2: t.beta2,
                 eps: t.eps,
+                bias_correction: t.bias_correction,
             },
             rebuild: if t.rebuild_growth > 1.0 {
                 RebuildSchedule::Exponential {

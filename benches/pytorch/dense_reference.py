@@ -1,0 +1,114 @@
+"""Dense full-softmax reference in PyTorch: the same network as amazon670k-synthetic.toml
+(sparse features -> 128 ReLU -> softmax over every label), PyTorch's default initialisation
+(EmbeddingBag N(0, 1), Linear U(+-1/sqrt(fan_in))), Adam, batches of 128, softmax
+cross-entropy with targets 1/|labels| on each of a sample's labels. Prints and writes (CSV)
+the exact P@1 on the first `--test` test samples after every epoch, with training seconds
+(evaluation excluded).
+
+Not part of the build or CI; needs `pip install torch numpy`. Example:
+    python benches/pytorch/dense_reference.py --data datasets/generated/a100k-20k \
+        --lr 0.004 --epochs 3 --csv benches/results/pytorch-dense-100k.csv
+"""
+import argparse
+import time
+
+import numpy as np
+import torch
+
+
+def read_xmc(path, limit=None):
+    """The repository's XMC text format: a header `n features labels`, then one sample per
+    line: `l1,l2,... f:v f:v ...`."""
+    with open(path) as f:
+        _, features, labels = map(int, f.readline().split())
+        idx, val, off, labs = [], [], [0], []
+        for i, line in enumerate(f):
+            if limit is not None and i >= limit:
+                break
+            parts = line.split()
+            has_labels = parts and ':' not in parts[0]
+            labs.append([int(x) for x in parts[0].split(',')] if has_labels else [])
+            for token in parts[1:] if has_labels else parts:
+                k, v = token.split(':')
+                idx.append(int(k))
+                val.append(float(v))
+            off.append(len(idx))
+    return features, labels, (np.array(idx), np.array(val, dtype=np.float32), np.array(off)), labs
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument('--data', required=True, help='folder with train.txt and test.txt')
+    p.add_argument('--epochs', type=int, default=3)
+    p.add_argument('--lr', type=float, default=4e-3)
+    p.add_argument('--batch', type=int, default=128)
+    p.add_argument('--hidden', type=int, default=128)
+    p.add_argument('--test', type=int, default=2000, help='test samples scored')
+    p.add_argument('--seed', type=int, default=1)
+    p.add_argument('--threads', type=int, default=2)
+    p.add_argument('--sparse-adam', action='store_true',
+                   help='SparseAdam (lazy) on the embedding instead of dense Adam')
+    p.add_argument('--csv', help='append one row per epoch to this CSV')
+    a = p.parse_args()
+    torch.manual_seed(a.seed)
+    torch.set_num_threads(a.threads)
+    features, labels, train, train_labels = read_xmc(a.data + '/train.txt')
+    _, _, test, test_labels = read_xmc(a.data + '/test.txt', a.test)
+
+    emb = torch.nn.EmbeddingBag(features, a.hidden, mode='sum', sparse=a.sparse_adam)
+    hidden_bias = torch.nn.Parameter(torch.zeros(a.hidden))
+    out = torch.nn.Linear(a.hidden, labels)
+    dense_params = [hidden_bias] + list(out.parameters())
+    if a.sparse_adam:
+        optimizers = [torch.optim.SparseAdam(list(emb.parameters()), lr=a.lr),
+                      torch.optim.Adam(dense_params, lr=a.lr)]
+    else:
+        optimizers = [torch.optim.Adam(list(emb.parameters()) + dense_params, lr=a.lr)]
+
+    def forward(ids, split):
+        idx, val, off = split
+        starts, ends = off[ids], off[ids + 1]
+        sel = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)])
+        offsets = np.concatenate([[0], np.cumsum(ends - starts)[:-1]])
+        h = emb(torch.from_numpy(idx[sel]), torch.from_numpy(offsets),
+                per_sample_weights=torch.from_numpy(val[sel]))
+        return out(torch.relu(h + hidden_bias))
+
+    def p_at_1():
+        hits = 0
+        with torch.no_grad():
+            for s in range(0, len(test_labels), 256):
+                ids = np.arange(s, min(s + 256, len(test_labels)))
+                top = forward(ids, test).argmax(1).numpy()
+                hits += sum(int(t in test_labels[j]) for j, t in zip(ids, top))
+        return hits / len(test_labels)
+
+    rng = np.random.default_rng(a.seed)
+    n, seconds = len(train_labels), 0.0
+    for epoch in range(1, a.epochs + 1):
+        order = rng.permutation(n)
+        started = time.time()
+        for s in range(0, n, a.batch):
+            ids = order[s:s + a.batch]
+            logits = forward(ids, train)
+            target = torch.zeros_like(logits)
+            for r, j in enumerate(ids):
+                target[r, train_labels[j]] = 1.0 / len(train_labels[j])
+            loss = -(target * torch.log_softmax(logits, 1)).sum(1).mean()
+            for o in optimizers:
+                o.zero_grad()
+            loss.backward()
+            for o in optimizers:
+                o.step()
+        seconds += time.time() - started
+        p1 = p_at_1()
+        print(f'epoch {epoch}: exact P@1 {p1:.4f} on {len(test_labels)} test samples, '
+              f'{seconds:.1f} s of training ({epoch * n / seconds:.0f} samples/s), '
+              f'last batch loss {loss.item():.3f}', flush=True)
+        if a.csv:
+            with open(a.csv, 'a') as f:
+                f.write(f'pytorch-dense,{labels},{a.lr},{a.seed},{epoch},{p1:.4f},{seconds:.1f}\n')
+
+
+if __name__ == '__main__':
+    main()

@@ -783,7 +783,7 @@ fn recorded_runs(correction: BiasCorrection) -> (u64, u64) {
     let build_sparse = || {
         Network::new(NetworkConfig {
             input_dim: 300,
-            layers: vec![input_major(32, Activation::Relu), output.clone()],
+            layers: vec![input_major(32, Activation::Relu), output],
             adam: adam(3e-3),
             rebuild: RebuildSchedule::Exponential {
                 first: 3,

@@ -8,7 +8,10 @@ use slide_lsh::{HashFamily, SampleCounts, Vector};
 use super::trace::SelectScratch;
 use super::{Activation, LayerTrace, Mode, SampleRng, SparseLayer, WeightLayout};
 use crate::error::{Result, SlideError};
-use crate::kernels::{Kernels, kernels, sparse_dot};
+use crate::kernels::{Kernels, kernels, prefetch, sparse_dot};
+
+/// How many active rows ahead the forward pass asks for a row.
+const PREFETCH_AHEAD: usize = 4;
 
 impl SparseLayer {
     /// Picks one sample's active neurons for `input` into `trace`: in [`Mode::Train`] and
@@ -122,13 +125,18 @@ impl SparseLayer {
         };
         trace.out.clear();
         match self.layout {
+            WeightLayout::NeuronMajor if sampled => {
+                // The active rows are scattered over the matrix: ask for a row a few
+                // positions ahead while this one is scored.
+                for (position, &j) in trace.active.iter().enumerate() {
+                    if let Some(&ahead) = trace.active.get(position + PREFETCH_AHEAD) {
+                        prefetch(&self.row(ahead as usize)[..self.in_dim]);
+                    }
+                    trace.out.push(self.neuron_logit(k, j as usize, input));
+                }
+            }
             WeightLayout::NeuronMajor => {
-                for position in 0..active {
-                    let j = if sampled {
-                        trace.active[position] as usize
-                    } else {
-                        position
-                    };
+                for j in 0..active {
                     trace.out.push(self.neuron_logit(k, j, input));
                 }
             }

@@ -443,7 +443,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Any vector hashes to the same codes whether passed dense or as its nonzero entries in
-    /// any order, for every family.
+    /// any order, for every family, with few and with many sub-hashes.
     #[test]
     fn dense_and_sparse_representations_hash_alike(
         entries in proptest::collection::btree_map(0u32..500, -4.0f32..4.0, 0..60),
@@ -459,12 +459,16 @@ proptest! {
             indices.reverse();
             values.reverse();
         }
-        for kind in all_kinds() {
-            let family = LshFamily::new(kind, 500, LshParams { k: 3, l: 10, range_pow: 9 }, seed).unwrap();
-            let from_dense = codes(&family, Vector::Dense(&dense));
-            let from_sparse = codes(&family, Vector::sparse(&indices, &values).unwrap());
-            prop_assert_eq!(&from_dense, &from_sparse, "{:?}", kind);
-            prop_assert!(from_dense.iter().all(|&c| c < 1 << 9));
+        // 30 sub-hashes, and 65 (more than two AVX-512 vectors' worth of WTA bins, plus a
+        // remainder).
+        for params in [LshParams { k: 3, l: 10, range_pow: 9 }, LshParams { k: 5, l: 13, range_pow: 9 }] {
+            for kind in all_kinds() {
+                let family = LshFamily::new(kind, 500, params, seed).unwrap();
+                let from_dense = codes(&family, Vector::Dense(&dense));
+                let from_sparse = codes(&family, Vector::sparse(&indices, &values).unwrap());
+                prop_assert_eq!(&from_dense, &from_sparse, "{:?} {:?}", kind, params);
+                prop_assert!(from_dense.iter().all(|&c| c < 1 << 9));
+            }
         }
     }
 }

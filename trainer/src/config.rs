@@ -42,6 +42,11 @@ pub struct CheckpointConfig {
     /// Checkpoints kept; older ones are deleted.
     #[serde(default = "default_keep_last")]
     pub keep_last: usize,
+    /// Write a checkpoint when the run ends (default). `false` skips it, for experiment runs
+    /// whose model is not wanted (1.4 GB each at the Amazon-670K shape); the periodic ones
+    /// and the one an interrupt writes are kept.
+    #[serde(default = "default_at_end")]
+    pub at_end: bool,
 }
 
 impl Default for CheckpointConfig {
@@ -50,12 +55,16 @@ impl Default for CheckpointConfig {
             dir: default_checkpoint_dir(),
             every: 0,
             keep_last: default_keep_last(),
+            at_end: true,
         }
     }
 }
 
 fn default_checkpoint_dir() -> PathBuf {
     PathBuf::from("checkpoints")
+}
+fn default_at_end() -> bool {
+    true
 }
 fn default_keep_last() -> usize {
     3

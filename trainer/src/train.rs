@@ -656,7 +656,7 @@ pub fn run(
             }
         }
     }
-    if saved_at != net.step() || resume.is_none() && net.step() == 0 {
+    if config.checkpoint.at_end && (saved_at != net.step() || resume.is_none() && net.step() == 0) {
         save(&net, finished_at.0, finished_at.1)?;
     }
     if let Some(bar) = &bar {

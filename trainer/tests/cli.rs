@@ -178,6 +178,33 @@ fn xmc_text_data_trains_to_a_high_precision() {
     );
 }
 
+/// `checkpoint.at_end = false` trains without writing the final checkpoint (the default
+/// writes one: the other tests load it).
+#[test]
+fn a_run_without_the_final_checkpoint_writes_none() {
+    let dir = scratch("no-final-checkpoint");
+    let config = xmc_config(&dir);
+    let out = dir.join("out");
+    let run = slide_train(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--quiet",
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "checkpoint.at_end=false",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = text(&run.stdout);
+    assert!(run.status.success(), "{stdout}\n{}", text(&run.stderr));
+    assert!(stdout.contains("0 checkpoints"), "{stdout}");
+    let written = std::fs::read_dir(out.join("checkpoints"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(written, 0);
+}
+
 /// Bad configs, data and flags: exit status 2 and one line on stderr saying what and where.
 #[test]
 fn bad_input_exits_2_with_one_line() {

@@ -127,13 +127,9 @@ impl Network {
         &mut self.layers[i]
     }
 
-    /// The layers, mutably, and the optimizer, for the update.
-    pub(crate) fn adam_mut(&mut self) -> &mut Adam {
-        &mut self.adam
-    }
-
-    pub(crate) fn layers_and_adam(&mut self) -> (&mut [SparseLayer], &Adam) {
-        (&mut self.layers, &self.adam)
+    /// The layers and the optimizer, mutably, for the update.
+    pub(crate) fn layers_and_adam(&mut self) -> (&mut [SparseLayer], &mut Adam) {
+        (&mut self.layers, &mut self.adam)
     }
 
     /// Training steps taken.

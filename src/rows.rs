@@ -5,6 +5,8 @@ use std::marker::PhantomData;
 
 use rayon::prelude::*;
 
+use crate::kernels::prefetch_bytes;
+
 /// One row of a layer's trainable state: weights, Adam moments and the row's update count.
 #[derive(Debug)]
 pub struct RowMut<'a> {
@@ -75,18 +77,8 @@ impl<'a> DisjointRows<'a> {
     /// Hints the CPU to fetch row `r`'s block into cache. Never reads or writes the row.
     #[inline]
     fn prefetch(&self, r: usize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let block = self.params.wrapping_add(r * 3 * self.stride) as *const i8;
-            for line in (0..3 * self.stride * 4).step_by(64) {
-                // SAFETY: a prefetch is only a hint: it never faults and has no effect on
-                // program state, whatever the address (and this one is inside the buffer).
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(block.wrapping_add(line)) };
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = r;
+        let block = self.params.wrapping_add(r * 3 * self.stride);
+        prefetch_bytes(block.cast(), 3 * self.stride * std::mem::size_of::<f32>());
     }
 
     /// Borrows the buffers: `steps.len()` rows, `params` holding `3 * stride` floats per row.

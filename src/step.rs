@@ -216,8 +216,9 @@ impl Network {
         let scale = 1.0 / batch.len() as f32;
         let started = Instant::now();
         let taken = self.schedule.step + 1;
-        self.adam_mut().set_steps(taken);
         let (layers, adam) = self.layers_and_adam();
+        adam.set_steps(taken);
+        let adam = &*adam;
         for (l, layer) in layers.iter_mut().enumerate() {
             let view = NetworkBatch {
                 states: &ws.states[..ws.batch_len],

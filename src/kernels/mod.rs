@@ -114,24 +114,32 @@ pub fn kernels() -> &'static Kernels {
     })
 }
 
-/// Asks the CPU to start loading `data`'s cache lines into L1 (a hint: no effect on
-/// results, nothing on other architectures). For rows read in an order the hardware
-/// prefetcher cannot guess, such as a sample's active neurons.
+/// Asks the CPU to start loading the cache lines of the `bytes` bytes from `start` into L1:
+/// a hint that reads nothing, cannot fault and changes no result (nothing on other
+/// architectures). A pointer rather than a slice, so that a row another thread may be
+/// writing can be named without a reference to it ([`DisjointRows`](crate::rows::DisjointRows)
+/// prefetches rows ahead of the ones it hands out).
 #[inline]
-pub fn prefetch(data: &[f32]) {
+pub fn prefetch_bytes(start: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let start = data.as_ptr().cast::<i8>();
-        for offset in (0..std::mem::size_of_val(data)).step_by(64) {
-            // SAFETY: a prefetch reads nothing architecturally and cannot fault; the address
-            // is inside `data` (offset < its byte length), so the pointer arithmetic stays in
-            // bounds of one allocation.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(offset)) };
+        for offset in (0..bytes).step_by(64) {
+            // SAFETY: a prefetch is only a hint: it never faults and has no effect on program
+            // state, whatever the address; `wrapping_add` forms the address without any
+            // access.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset).cast::<i8>()) };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = data;
+    let _ = (start, bytes);
+}
+
+/// [`prefetch_bytes`] of `data`: for rows read in an order the hardware prefetcher cannot
+/// guess, such as a sample's active neurons.
+#[inline]
+pub fn prefetch(data: &[f32]) {
+    prefetch_bytes(data.as_ptr().cast(), std::mem::size_of_val(data));
 }
 
 /// `sum(w[indices[i]] * values[i])`: a dot product with a sparse vector. Indices must be

@@ -62,6 +62,11 @@ impl Default for AdamConfig {
 }
 
 impl AdamConfig {
+    /// The bias-corrected constants of an update at count `t` (see [`AdamStep::new`]).
+    fn constants(&self, t: u32) -> AdamStep {
+        AdamStep::new(self.lr, self.beta1, self.beta2, self.eps, t)
+    }
+
     /// Checks the ranges: `lr` and `eps` positive and finite, `beta1` and `beta2` in [0, 1).
     pub fn validate(&self) -> Result<()> {
         if !(self.lr.is_finite() && self.lr > 0.0) {
@@ -107,7 +112,7 @@ impl Adam {
             config,
             table: Vec::new(),
             taken: 0,
-            current: AdamStep::new(config.lr, config.beta1, config.beta2, config.eps, 1),
+            current: config.constants(1),
         };
         adam.fill_table();
         Ok(adam)
@@ -117,10 +122,9 @@ impl Adam {
         let a = self.config;
         self.table.clear();
         if a.bias_correction == BiasCorrection::PerRow {
-            self.table
-                .extend((1..=ADAM_TABLE).map(|t| AdamStep::new(a.lr, a.beta1, a.beta2, a.eps, t)));
+            self.table.extend((1..=ADAM_TABLE).map(|t| a.constants(t)));
         }
-        self.current = AdamStep::new(a.lr, a.beta1, a.beta2, a.eps, clamp_steps(self.taken));
+        self.current = a.constants(clamp_steps(self.taken));
     }
 
     /// Counts one optimizer step: call it once per batch, before updating that batch's
@@ -133,8 +137,7 @@ impl Adam {
     pub fn set_steps(&mut self, taken: u64) {
         if taken != self.taken {
             self.taken = taken;
-            let a = self.config;
-            self.current = AdamStep::new(a.lr, a.beta1, a.beta2, a.eps, clamp_steps(taken));
+            self.current = self.config.constants(clamp_steps(taken));
         }
     }
 
@@ -175,10 +178,7 @@ impl Adam {
         }
         match self.table.get(t as usize - 1) {
             Some(s) => *s,
-            None => {
-                let a = self.config;
-                AdamStep::new(a.lr, a.beta1, a.beta2, a.eps, t)
-            }
+            None => self.config.constants(t),
         }
     }
 }

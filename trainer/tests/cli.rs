@@ -29,6 +29,13 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Asserts that `run` exited successfully (showing its output if not); returns its stdout.
+fn succeeded(run: &Output) -> String {
+    let stdout = text(&run.stdout);
+    assert!(run.status.success(), "{stdout}\n{}", text(&run.stderr));
+    stdout
+}
+
 /// The number after `key ` in the final `done:` line.
 fn final_metric(stdout: &str, key: &str) -> f64 {
     let done = stdout
@@ -62,8 +69,7 @@ fn quickstart_config_learns_mnist() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let stdout = text(&run.stdout);
-    assert!(run.status.success(), "{stdout}\n{}", text(&run.stderr));
+    let stdout = succeeded(&run);
     let accuracy = final_metric(&stdout, "test accuracy");
     eprintln!("quickstart, 150 steps: accuracy {accuracy}");
     assert!(accuracy > 0.85, "accuracy {accuracy}\n{stdout}");
@@ -166,8 +172,7 @@ fn xmc_text_data_trains_to_a_high_precision() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let stdout = text(&run.stdout);
-    assert!(run.status.success(), "{stdout}\n{}", text(&run.stderr));
+    let stdout = succeeded(&run);
     let p1 = final_metric(&stdout, "P@1");
     let p5 = final_metric(&stdout, "P@5");
     eprintln!("xmc: P@1 {p1}, P@5 {p5}");
@@ -196,8 +201,7 @@ fn a_run_without_the_final_checkpoint_writes_none() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let stdout = text(&run.stdout);
-    assert!(run.status.success(), "{stdout}\n{}", text(&run.stderr));
+    let stdout = succeeded(&run);
     assert!(stdout.contains("0 checkpoints"), "{stdout}");
     let written = std::fs::read_dir(out.join("checkpoints"))
         .map(|d| d.count())
@@ -486,8 +490,7 @@ fn generated_data_trains_and_eval_reproduces_the_final_metrics() {
             "--out",
             out.to_str().unwrap(),
         ]);
-        assert!(run.status.success(), "{}", text(&run.stderr));
-        text(&run.stdout)
+        succeeded(&run)
     };
     let said = generate("3", &dir.join("a"));
     assert!(
@@ -550,8 +553,7 @@ rebuild_every = 20
         "--out",
         out.to_str().unwrap(),
     ]);
-    let stdout = text(&run.stdout);
-    assert!(run.status.success(), "{stdout}{}", text(&run.stderr));
+    let stdout = succeeded(&run);
     let p1 = final_metric(&stdout, "P@1");
     eprintln!("generated amazon670k x0.005: P@1 {p1}");
     assert!(p1 > 0.2, "{stdout}");
@@ -612,7 +614,7 @@ fn a_diverging_run_stops_and_keeps_the_last_good_checkpoint() {
     ];
     eval.extend_from_slice(&overrides);
     let run = slide_train(&eval);
-    assert!(run.status.success(), "{}", text(&run.stderr));
+    succeeded(&run);
 }
 
 /// `plot` draws a PNG from a metrics file; a malformed line is reported with file and line.
@@ -642,7 +644,7 @@ fn plot_draws_a_png_and_names_bad_lines() {
         "--out",
         png.to_str().unwrap(),
     ]);
-    assert!(run.status.success(), "{}", text(&run.stderr));
+    succeeded(&run);
     let bytes = std::fs::read(&png).unwrap();
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     assert!(
@@ -856,7 +858,7 @@ fn memory_stays_flat_over_thousands_of_steps() {
         "--set",
         "checkpoint.keep_last=2",
     ]);
-    assert!(run.status.success(), "{}", text(&run.stderr));
+    succeeded(&run);
     let samples: Vec<(u64, f64)> = std::fs::read_to_string(out.join("metrics.jsonl"))
         .unwrap()
         .lines()
@@ -949,8 +951,7 @@ seed = 3
         slide_train(&args)
     };
     let run = args(&[]);
-    assert!(run.status.success(), "{}", text(&run.stderr));
-    let stdout = text(&run.stdout);
+    let stdout = succeeded(&run);
     let number_before = |key: &str| -> f64 {
         let at = stdout
             .find(key)

@@ -36,7 +36,7 @@ use rand::{RngExt, SeedableRng};
 use rayon::prelude::*;
 
 use crate::error::{LshError, Result, invalid};
-use crate::family::{CodeBuffer, HashFamily, LshParams, mix64};
+use crate::family::{CodeBuffer, HashFamily, LshParams, check_rows, mix64};
 use crate::vector::Vector;
 
 mod state;
@@ -414,16 +414,57 @@ impl HashTables {
         F: HashFamily + ?Sized,
         R: Fn(u32) -> Vector<'a> + Sync,
     {
+        let l = self.config.l;
+        self.rebuild_with(family, |first, count, buffer, codes| {
+            for (r, out) in codes.chunks_exact_mut(l).take(count).enumerate() {
+                out.copy_from_slice(family.hash(row((first + r) as u32), buffer)?);
+            }
+            Ok(())
+        })
+    }
+
+    /// [`rebuild`](Self::rebuild) from a row-major matrix: row `id` is
+    /// `matrix[id * row_stride..][..family.dim()]` (a stride above `dim` allows padded rows).
+    /// Rows are hashed in blocks through [`HashFamily::hash_rows`], the families' batched
+    /// path; the tables are the same as from [`rebuild`](Self::rebuild).
+    pub fn rebuild_dense<F: HashFamily + ?Sized>(
+        &mut self,
+        family: &F,
+        matrix: &[f32],
+        row_stride: usize,
+    ) -> Result<()> {
+        check_rows(family, matrix, row_stride, self.config.num_ids, usize::MAX)?;
+        self.rebuild_with(family, |first, count, buffer, codes| {
+            family.hash_rows(
+                &matrix[first * row_stride..],
+                row_stride,
+                count,
+                buffer,
+                codes,
+            )
+        })
+    }
+
+    /// The rebuild itself: `hash(first, count, buffer, codes)` writes the codes of ids
+    /// `first..first + count` row after row into `codes` (`count * L` values).
+    fn rebuild_with<F, H>(&mut self, family: &F, hash: H) -> Result<()>
+    where
+        F: HashFamily + ?Sized,
+        H: Fn(usize, usize, &mut CodeBuffer, &mut [u32]) -> Result<()> + Sync,
+    {
         self.check_family(family)?;
         let (l, num_ids) = (self.config.l, self.config.num_ids);
         let threads = rayon::current_num_threads();
         if self.code_buffers.len() < threads {
-            self.code_buffers
-                .resize_with(threads, || Mutex::new(CodeBuffer::for_family(family)));
+            self.code_buffers.resize_with(threads, || {
+                let mut buffer = CodeBuffer::for_family(family);
+                buffer.rows.resize(ROWS_PER_TASK * l, 0);
+                Mutex::new(buffer)
+            });
         }
         // Codes are stored in blocks of ROWS_PER_TASK ids, table-major inside a block, so
-        // each hashing task writes one contiguous block and each table then reads its own
-        // codes in runs of ROWS_PER_TASK consecutive values instead of one per cache line.
+        // each table then reads its own codes in runs of ROWS_PER_TASK consecutive values
+        // instead of one per cache line.
         let blocks = num_ids.div_ceil(ROWS_PER_TASK);
         self.all_codes.resize(blocks * ROWS_PER_TASK * l, 0);
         let buffers = &self.code_buffers;
@@ -433,15 +474,20 @@ impl HashTables {
             .try_for_each(|(task, block)| -> Result<()> {
                 let worker = rayon::current_thread_index().unwrap_or(0) % buffers.len();
                 // Each worker locks only its own buffer, so the lock is never contended.
-                let mut buffer = buffers[worker].lock().unwrap_or_else(|e| e.into_inner());
+                let mut guard = buffers[worker].lock().unwrap_or_else(|e| e.into_inner());
+                let buffer = &mut *guard;
                 let first = task * ROWS_PER_TASK;
-                for r in 0..ROWS_PER_TASK.min(num_ids - first) {
-                    let codes = family.hash(row((first + r) as u32), &mut buffer)?;
+                let count = ROWS_PER_TASK.min(num_ids - first);
+                let mut rows = std::mem::take(&mut buffer.rows);
+                rows.resize(ROWS_PER_TASK * l, 0);
+                let hashed = hash(first, count, buffer, &mut rows);
+                for (r, codes) in rows.chunks_exact(l).take(count).enumerate() {
                     for (t, &code) in codes.iter().enumerate() {
                         block[t * ROWS_PER_TASK + r] = code;
                     }
                 }
-                Ok(())
+                buffer.rows = rows;
+                hashed
             })?;
         self.clear();
         let capacity = self.config.bucket_capacity as u16;
@@ -458,30 +504,6 @@ impl HashTables {
                 table.build(table_codes, capacity);
             });
         Ok(())
-    }
-
-    /// [`rebuild`](Self::rebuild) from a row-major matrix: row `id` is
-    /// `matrix[id * row_stride..][..family.dim()]` (a stride above `dim` allows padded rows).
-    pub fn rebuild_dense<F: HashFamily + ?Sized>(
-        &mut self,
-        family: &F,
-        matrix: &[f32],
-        row_stride: usize,
-    ) -> Result<()> {
-        let dim = family.dim();
-        let needed = (self.config.num_ids - 1)
-            .checked_mul(row_stride)
-            .and_then(|n| n.checked_add(dim));
-        if row_stride < dim || needed.is_none_or(|n| n > matrix.len()) {
-            return Err(LshError::DimensionMismatch {
-                expected: needed.unwrap_or(usize::MAX),
-                actual: matrix.len(),
-            });
-        }
-        self.rebuild(family, |id| {
-            let start = id as usize * row_stride;
-            Vector::Dense(&matrix[start..start + dim])
-        })
     }
 
     /// What the tables hold.

@@ -473,6 +473,104 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// `hash_rows` (WTA's 16-lane batched path, the other families' row-by-row default) gives
+    /// every row of a strided matrix the codes `hash` gives it alone: rows with zeros, equal
+    /// values (ties), all-zero rows, bins wider than `bin_size`, and counts that leave a
+    /// partial block of lanes.
+    #[test]
+    fn batched_rows_hash_like_single_rows(
+        count in 1usize..40,
+        dim in 1usize..70,
+        pad in 0usize..3,
+        levels in 1u8..6,
+        zero_share in 0u8..4,
+        all_zero_row in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let stride = dim + pad;
+        let mut rng = rng(seed);
+        // Few distinct values, so bins hold ties; about zero_share quarters of them zero.
+        let mut matrix: Vec<f32> = (0..count * stride)
+            .map(|_| {
+                if rng.random_range(0..4u8) < zero_share {
+                    0.0
+                } else {
+                    f32::from(rng.random_range(0..levels)) - 2.0
+                }
+            })
+            .collect();
+        if all_zero_row {
+            let r = count / 2;
+            matrix[r * stride..r * stride + dim].fill(0.0);
+        }
+        // Three bins: wider than bin_size once dim passes 24.
+        for params in [LshParams { k: 1, l: 3, range_pow: 6 }, LshParams { k: 2, l: 5, range_pow: 6 }, LshParams { k: 3, l: 11, range_pow: 12 }] {
+            for kind in all_kinds() {
+                let family = LshFamily::new(kind, dim, params, seed).unwrap();
+                let mut out = vec![u32::MAX; count * params.l + 3];
+                let mut buffer = CodeBuffer::new();
+                family.hash_rows(&matrix, stride, count, &mut buffer, &mut out).unwrap();
+                for r in 0..count {
+                    let single = codes(&family, Vector::Dense(&matrix[r * stride..][..dim]));
+                    prop_assert_eq!(&out[r * params.l..(r + 1) * params.l], &single[..], "{:?} {:?} row {}", kind, params, r);
+                }
+                prop_assert_eq!(&out[count * params.l..], &[u32::MAX; 3][..]);
+                // The buffer still serves single vectors afterwards.
+                let first = &matrix[..dim];
+                prop_assert_eq!(family.hash(Vector::Dense(first), &mut buffer).unwrap(), &codes(&family, Vector::Dense(first))[..]);
+            }
+        }
+    }
+}
+
+/// `hash_rows` reports the first invalid row as `hash` would, and a matrix or output too
+/// short for the rows asked for.
+#[test]
+fn batched_rows_reject_what_single_rows_reject() {
+    let params = LshParams {
+        k: 2,
+        l: 4,
+        range_pow: 8,
+    };
+    for kind in all_kinds() {
+        let family = LshFamily::new(kind, 6, params, 3).unwrap();
+        let mut matrix = vec![0.5f32; 20 * 6];
+        matrix[17 * 6 + 4] = f32::NAN;
+        matrix[18 * 6 + 1] = f32::INFINITY;
+        let mut out = vec![0u32; 20 * 4];
+        let mut buffer = CodeBuffer::new();
+        assert!(
+            matches!(
+                family.hash_rows(&matrix, 6, 20, &mut buffer, &mut out),
+                Err(LshError::NonFiniteValue { index: 4, value }) if value.is_nan()
+            ),
+            "{kind:?}"
+        );
+        // The 17 rows before the bad one are fine.
+        family
+            .hash_rows(&matrix, 6, 17, &mut buffer, &mut out)
+            .unwrap();
+        assert!(matches!(
+            family.hash_rows(&matrix[..119], 6, 20, &mut buffer, &mut out),
+            Err(LshError::DimensionMismatch {
+                expected: 120,
+                actual: 119
+            })
+        ));
+        assert!(matches!(
+            family.hash_rows(&matrix, 5, 2, &mut buffer, &mut out),
+            Err(LshError::DimensionMismatch { .. })
+        ));
+        assert!(matches!(
+            family.hash_rows(&matrix, 6, 17, &mut buffer, &mut out[..67]),
+            Err(LshError::InvalidParameter { name: "out", .. })
+        ));
+    }
+}
+
 /// A family kind knows its bits per code before it is built (for tuning): the same as the
 /// built family's, and an error for settings out of range.
 #[test]

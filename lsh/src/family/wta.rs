@@ -21,7 +21,8 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::seq::SliceRandom;
 
 use super::{
-    CodeBuffer, Combiner, EMPTY, HashFamily, LshParams, by_coordinate, check_dim, densify, mix64,
+    CodeBuffer, Combiner, EMPTY, HashFamily, LshParams, by_coordinate, check_dim, check_rows,
+    densify, mix64,
 };
 use crate::error::{Result, invalid};
 use crate::vector::Vector;
@@ -197,20 +198,97 @@ impl HashFamily for Wta {
             }
         }
         buf.raw.resize(num_bins, 0);
-        match self.mode {
-            WtaMode::Plain => {
-                for (r, &w) in buf.raw.iter_mut().zip(buf.aux.iter()) {
-                    *r = if w == EMPTY { 0 } else { w };
-                }
-            }
-            WtaMode::Densified => densify(&buf.aux, &mut buf.raw, self.salt),
-        }
+        self.finish_raw(&buf.aux, &mut buf.raw);
         Ok(&buf.raw)
     }
 
     fn hash<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
         self.raw_hashes(x, buf)?;
         Ok(self.combiner.combine(buf))
+    }
+
+    /// Hashes [`LANES`] rows at a time: their coordinates are transposed into a small
+    /// coordinate-major block (zeros replaced by `-inf`, which never wins), so each bin's
+    /// running maximum over its positions is one select per position for all the rows at
+    /// once, kept in registers, where [`hash`](Self::hash) gathers every slot of every bin
+    /// per row. Same codes, same ties (the lower position wins), same errors.
+    fn hash_rows(
+        &self,
+        matrix: &[f32],
+        row_stride: usize,
+        count: usize,
+        buf: &mut CodeBuffer,
+        out: &mut [u32],
+    ) -> Result<()> {
+        check_rows(self, matrix, row_stride, count, out.len())?;
+        let (dim, l, num_bins) = (self.dim, self.params.l, self.params.num_hashes());
+        buf.acc.resize(dim * LANES, f32::NEG_INFINITY);
+        buf.aux.resize(num_bins * LANES, EMPTY);
+        buf.raw.resize(num_bins, 0);
+        for (block, block_out) in out[..count * l].chunks_mut(LANES * l).enumerate() {
+            let rows = block_out.len() / l;
+            let columns = &mut buf.acc[..dim * LANES];
+            for lane in 0..LANES {
+                if lane >= rows {
+                    columns[lane..]
+                        .iter_mut()
+                        .step_by(LANES)
+                        .for_each(|c| *c = f32::NEG_INFINITY);
+                    continue;
+                }
+                let row = &matrix[(block * LANES + lane) * row_stride..][..dim];
+                Vector::Dense(row).validate(dim)?;
+                for (c, &v) in columns[lane..].iter_mut().step_by(LANES).zip(row) {
+                    *c = if v != 0.0 { v } else { f32::NEG_INFINITY };
+                }
+            }
+            let columns = &buf.acc[..dim * LANES];
+            for b in 0..num_bins {
+                let mut best = [f32::NEG_INFINITY; LANES];
+                let mut winner = [EMPTY; LANES];
+                for position in 0..self.bin_len {
+                    let d = self.by_position[position * num_bins + b] as usize;
+                    let column: &[f32; LANES] = columns[d * LANES..][..LANES]
+                        .try_into()
+                        .expect("a column holds LANES values");
+                    for lane in 0..LANES {
+                        let better = column[lane] > best[lane];
+                        best[lane] = if better { column[lane] } else { best[lane] };
+                        winner[lane] = if better {
+                            position as u32
+                        } else {
+                            winner[lane]
+                        };
+                    }
+                }
+                for (lane, &w) in winner.iter().enumerate() {
+                    buf.aux[lane * num_bins + b] = w;
+                }
+            }
+            for (lane, codes) in block_out.chunks_exact_mut(l).enumerate() {
+                let winners = &buf.aux[lane * num_bins..(lane + 1) * num_bins];
+                self.finish_raw(winners, &mut buf.raw);
+                codes.copy_from_slice(self.combiner.combine(buf));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Rows [`Wta::hash_rows`] hashes together, one per lane of its running maxima.
+const LANES: usize = 16;
+
+impl Wta {
+    /// Raw sub-hashes from each bin's winning position (`EMPTY` for an empty bin).
+    fn finish_raw(&self, winners: &[u32], raw: &mut [u32]) {
+        match self.mode {
+            WtaMode::Plain => {
+                for (r, &w) in raw.iter_mut().zip(winners) {
+                    *r = if w == EMPTY { 0 } else { w };
+                }
+            }
+            WtaMode::Densified => densify(winners, raw, self.salt),
+        }
     }
 }
 

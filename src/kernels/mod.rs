@@ -135,6 +135,51 @@ pub fn prefetch_bytes(start: *const u8, bytes: usize) {
     let _ = (start, bytes);
 }
 
+/// Bytes in a transparent huge page on x86-64 and most aarch64 Linux systems.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// A zeroed buffer of `len` floats whose whole 2 MiB pages the kernel is asked to back with
+/// transparent huge pages (Linux `madvise(MADV_HUGEPAGE)`; THP in its default `madvise` mode
+/// honours it). For the weight matrices: a sample's active rows are scattered over hundreds
+/// of megabytes, so with 4 KiB pages nearly every row read also missed the TLB. The advice
+/// is given before any page is touched (a fresh large allocation is not yet backed), so the
+/// pages are huge from their first write; write before reading (a read fault first maps the
+/// shared zero page, which a write then splits into small pages). Elsewhere, or where the kernel refuses, this is a
+/// plain `vec![0.0; len]`.
+pub fn zeroed_huge(len: usize) -> Vec<f32> {
+    let mut buffer = vec![0.0f32; len];
+    advise_huge_pages(&mut buffer);
+    buffer
+}
+
+/// See [`zeroed_huge`]: advises the whole huge pages inside `buffer`.
+fn advise_huge_pages(buffer: &mut [f32]) {
+    let start = buffer.as_mut_ptr() as usize;
+    let end = start + std::mem::size_of_val(buffer);
+    let (first, last) = (
+        start.next_multiple_of(HUGE_PAGE),
+        end / HUGE_PAGE * HUGE_PAGE,
+    );
+    if last <= first {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `first..last` lies inside `buffer`, which this function borrows mutably, and
+        // is page-aligned as madvise requires; MADV_HUGEPAGE is advice about how to back the
+        // range: it changes no byte of it (contents are preserved whatever the kernel does)
+        // and invalidates no pointer. The result is ignored on purpose: a kernel without THP
+        // says EINVAL and the buffer simply keeps 4 KiB pages.
+        unsafe {
+            libc::madvise(
+                first as *mut libc::c_void,
+                last - first,
+                libc::MADV_HUGEPAGE,
+            );
+        }
+    }
+}
+
 /// [`prefetch_bytes`] of `data`: for rows read in an order the hardware prefetcher cannot
 /// guess, such as a sample's active neurons.
 #[inline]
@@ -210,5 +255,70 @@ pub fn scores_gemm(
             rows as isize,
             1,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The advised buffer is zeroed, writable end to end, and, where the kernel runs THP in
+    /// `madvise` or `always` mode, backed by huge pages (read from `/proc/self/smaps`).
+    #[test]
+    fn huge_buffers_are_zeroed_and_get_huge_pages_where_the_kernel_offers_them() {
+        let len = 16 << 20; // 64 MiB of floats
+        let mut buffer = zeroed_huge(len);
+        assert_eq!(buffer.len(), len);
+        // Written before it is read, as a layer's initialisation does: a read fault first
+        // would map the shared zero page, which a later write splits into small pages.
+        for (i, x) in buffer.iter_mut().enumerate().step_by(1024) {
+            *x = i as f32;
+        }
+        for (i, &x) in buffer.iter().enumerate() {
+            let expected = if i % 1024 == 0 { i as f32 } else { 0.0 };
+            assert_eq!(x, expected, "element {i}");
+        }
+        let small = zeroed_huge(3);
+        assert_eq!(small, [0.0; 3]);
+
+        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+        let Ok(mode) = mode else {
+            eprintln!("no transparent huge pages on this system: backing not checked");
+            return;
+        };
+        if !(mode.contains("[madvise]") || mode.contains("[always]")) {
+            eprintln!(
+                "transparent huge pages are off ({}): backing not checked",
+                mode.trim()
+            );
+            return;
+        }
+        // The advice splits the allocation's mapping in up to three: sum over all mappings
+        // that overlap the buffer.
+        let start = buffer.as_ptr() as usize;
+        let end = start + std::mem::size_of_val(&buffer[..]);
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+        let mut inside = false;
+        let mut huge_kib = 0;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((from, to)) = first.split_once('-')
+                && let (Ok(from), Ok(to)) = (
+                    usize::from_str_radix(from, 16),
+                    usize::from_str_radix(to, 16),
+                )
+            {
+                inside = from < end && start < to;
+            } else if inside && let Some(kib) = line.strip_prefix("AnonHugePages:") {
+                huge_kib += kib
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<usize>()
+                    .expect("a size in kB");
+            }
+        }
+        // 64 MiB hold at least 31 whole 2 MiB pages; the kernel may fall back for a few.
+        assert!(huge_kib >= 16 * 2048, "{huge_kib} KiB in huge pages");
     }
 }

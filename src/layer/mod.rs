@@ -147,7 +147,7 @@ impl SparseLayer {
             .validate()
             .map_err(|e| config_error(what(), e))?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let mut params = vec![0.0f32; total];
+        let mut params = crate::kernels::zeroed_huge(total);
         for row in params.chunks_exact_mut(3 * stride) {
             for w in &mut row[..row_len] {
                 *w = config.init.draw(in_dim, config.out_dim, &mut rng);

@@ -137,29 +137,31 @@ impl SparseLayer {
         );
         // Counted here rather than in the parallel loop, which would contend on one counter.
         let mut macs = (scratch.touched.len() * row_len) as u64;
-        for c in &scratch.contributions {
-            macs += match layout {
-                WeightLayout::NeuronMajor => batch.input(c.sample as usize).nnz() as u64,
-                WeightLayout::InputMajor => row_len as u64,
-            };
-        }
+        // A neuron-major layer lists every active neuron of a sample, each costing the
+        // sample's input nonzeros; so sum per sample, not per contribution.
+        macs += match layout {
+            WeightLayout::NeuronMajor => (0..batch.samples())
+                .map(|s| (batch.trace(s).len() * batch.input(s).nnz()) as u64)
+                .sum(),
+            WeightLayout::InputMajor => (scratch.contributions.len() * row_len) as u64,
+        };
         // Biases: one per neuron. Neuron-major rows are neurons; an input-major layer has all
         // its neurons active, so all its biases move.
         bias_gradients(self, batch, scale, scratch);
-        for (k, &g) in scratch.bias_gradient.iter().enumerate() {
-            let neuron = match layout {
-                WeightLayout::NeuronMajor => scratch.touched[k] as usize,
-                WeightLayout::InputMajor => k,
-            };
-            self.bias_steps[neuron] += 1;
-            let s = adam.step(self.bias_steps[neuron]);
-            (kernels().adam)(
-                std::slice::from_mut(&mut self.bias[neuron]),
-                &[g],
-                std::slice::from_mut(&mut self.bias_m[neuron]),
-                std::slice::from_mut(&mut self.bias_v[neuron]),
-                &s,
-            );
+        let gradients = &scratch.bias_gradient;
+        let mut biases = BiasRows {
+            bias: &mut self.bias,
+            m: &mut self.bias_m,
+            v: &mut self.bias_v,
+            steps: &mut self.bias_steps,
+        };
+        match layout {
+            WeightLayout::NeuronMajor => biases.update(0, &scratch.touched, gradients, adam),
+            WeightLayout::InputMajor => {
+                for (neuron, &g) in gradients.iter().enumerate() {
+                    biases.update_one(neuron, g, adam);
+                }
+            }
         }
         UpdateCounts {
             rows: scratch.touched.len(),
@@ -199,6 +201,69 @@ impl SparseLayer {
                 .map(|s| batch.trace(s).ids().collect())
                 .collect(),
         }
+    }
+}
+
+/// A layer's biases with their Adam state, from neuron `first` on.
+struct BiasRows<'a> {
+    bias: &'a mut [f32],
+    m: &'a mut [f32],
+    v: &'a mut [f32],
+    steps: &'a mut [u32],
+}
+
+/// Touched neurons per task of [`BiasRows::update`].
+const BIAS_TASK: usize = 4096;
+
+impl BiasRows<'_> {
+    /// One Adam update of bias `neuron`'s (relative to these rows) with gradient `g`.
+    fn update_one(&mut self, neuron: usize, g: f32, adam: &Adam) {
+        self.steps[neuron] += 1;
+        let s = adam.step(self.steps[neuron]);
+        (kernels().adam)(
+            std::slice::from_mut(&mut self.bias[neuron]),
+            &[g],
+            std::slice::from_mut(&mut self.m[neuron]),
+            std::slice::from_mut(&mut self.v[neuron]),
+            &s,
+        );
+    }
+
+    /// Updates the biases of `touched` (increasing neuron ids, these rows starting at
+    /// neuron `first`) with `gradients`, in parallel: the neurons are increasing, so halving
+    /// the list at a neuron also halves the bias arrays there, and each half goes to its own
+    /// task (rayon's join) without sharing a value. Same result as one loop in order.
+    fn update(self, first: usize, touched: &[u32], gradients: &[f32], adam: &Adam) {
+        let mut this = self;
+        if touched.len() <= BIAS_TASK {
+            for (&neuron, &g) in touched.iter().zip(gradients) {
+                this.update_one(neuron as usize - first, g, adam);
+            }
+            return;
+        }
+        let half = touched.len() / 2;
+        let split = touched[half] as usize;
+        let (left, right) = this.split_at(split - first);
+        rayon::join(
+            || left.update(first, &touched[..half], &gradients[..half], adam),
+            || right.update(split, &touched[half..], &gradients[half..], adam),
+        );
+    }
+
+    fn split_at(self, at: usize) -> (Self, Self) {
+        let (bias, bias_right) = self.bias.split_at_mut(at);
+        let (m, m_right) = self.m.split_at_mut(at);
+        let (v, v_right) = self.v.split_at_mut(at);
+        let (steps, steps_right) = self.steps.split_at_mut(at);
+        (
+            BiasRows { bias, m, v, steps },
+            BiasRows {
+                bias: bias_right,
+                m: m_right,
+                v: v_right,
+                steps: steps_right,
+            },
+        )
     }
 }
 
@@ -251,5 +316,52 @@ mod tests {
             &mut UpdateScratch::default(),
         )
         .unwrap();
+    }
+
+    /// The biases of thousands of touched neurons are updated in parallel halves; the
+    /// result equals one loop in order, under both corrections (per-row: each neuron's own
+    /// step count, set unevenly here).
+    #[test]
+    fn biases_updated_in_parallel_equal_one_loop() {
+        let n = 30_000;
+        let touched: Vec<u32> = (0..n as u32).filter(|i| i % 3 != 1).collect();
+        let gradients: Vec<f32> = touched.iter().map(|&i| ((i as f32) * 0.37).sin()).collect();
+        for bias_correction in [BiasCorrection::Global, BiasCorrection::PerRow] {
+            let mut adam = Adam::new(AdamConfig {
+                bias_correction,
+                ..AdamConfig::default()
+            })
+            .unwrap();
+            adam.set_steps(5);
+            let start = |i: usize| (i as f32 * 0.01).cos();
+            let mut parallel: [Vec<f32>; 3] =
+                [(0..n).map(start).collect(), vec![0.1; n], vec![0.2; n]];
+            let mut steps: Vec<u32> = (0..n as u32).map(|i| i % 7).collect();
+            let mut sequential = parallel.clone();
+            let mut sequential_steps = steps.clone();
+            let [bias, m, v] = &mut parallel;
+            BiasRows {
+                bias,
+                m,
+                v,
+                steps: &mut steps,
+            }
+            .update(0, &touched, &gradients, &adam);
+            let [bias, m, v] = &mut sequential;
+            let mut one = BiasRows {
+                bias,
+                m,
+                v,
+                steps: &mut sequential_steps,
+            };
+            for (&neuron, &g) in touched.iter().zip(&gradients) {
+                one.update_one(neuron as usize, g, &adam);
+            }
+            assert_eq!(parallel, sequential, "{bias_correction:?}");
+            assert_eq!(steps, sequential_steps);
+            // Untouched neurons kept their values; touched ones moved.
+            assert_eq!(parallel[0][1], start(1));
+            assert_ne!(parallel[0][2], start(2));
+        }
     }
 }

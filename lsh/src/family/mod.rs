@@ -343,6 +343,47 @@ impl Combiner {
         // folding with one salt for all tables is therefore enough.
         &buf.codes
     }
+
+    /// [`combine`](Self::combine) for `rows` vectors at once: `raw[i * LANES + lane]` is
+    /// sub-hash `i` of vector `lane`; the codes go row after row into `out` (`rows * L`).
+    /// The same codes, computed a sub-hash at a time for all lanes, so the seeded mixing of
+    /// 16 vectors runs side by side instead of as one chain per table.
+    pub(crate) fn combine_lanes(&self, raw: &[u32], rows: usize, out: &mut [u32]) {
+        use wta::LANES;
+        let LshParams { k, l, range_pow } = self.params;
+        debug_assert!(raw.len() >= k * l * LANES && out.len() >= rows * l && rows <= LANES);
+        for t in 0..l {
+            let subs = |j: usize| -> &[u32; LANES] {
+                raw[(t * k + j) * LANES..][..LANES]
+                    .try_into()
+                    .expect("a sub-hash holds LANES values")
+            };
+            let mut codes = [0u32; LANES];
+            if self.exact {
+                let mask = (1u32 << self.bits) - 1;
+                for j in 0..k {
+                    let s = subs(j);
+                    for lane in 0..LANES {
+                        codes[lane] |= (s[lane] & mask) << (j as u32 * self.bits);
+                    }
+                }
+            } else {
+                let mut h = [self.salt; LANES];
+                for j in 0..k {
+                    let s = subs(j);
+                    for lane in 0..LANES {
+                        h[lane] = mix64(h[lane] ^ u64::from(s[lane]));
+                    }
+                }
+                for lane in 0..LANES {
+                    codes[lane] = (h[lane] >> (64 - range_pow)) as u32;
+                }
+            }
+            for (lane, &code) in codes.iter().enumerate().take(rows) {
+                out[lane * l + t] = code;
+            }
+        }
+    }
 }
 
 /// Marks a bin that no nonzero coordinate reached.

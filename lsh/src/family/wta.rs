@@ -243,6 +243,9 @@ impl HashFamily for Wta {
                 }
             }
             let columns = &buf.acc[..dim * LANES];
+            // Winners bin-major (`aux[b * LANES + lane]`), so that the combination below
+            // reads each sub-hash of all lanes at once.
+            let mut empty = [false; LANES];
             for b in 0..num_bins {
                 let mut best = [f32::NEG_INFINITY; LANES];
                 let mut winner = [EMPTY; LANES];
@@ -261,22 +264,32 @@ impl HashFamily for Wta {
                         };
                     }
                 }
-                for (lane, &w) in winner.iter().enumerate() {
-                    buf.aux[lane * num_bins + b] = w;
+                for lane in 0..LANES {
+                    empty[lane] |= winner[lane] == EMPTY;
+                }
+                buf.aux[b * LANES..(b + 1) * LANES].copy_from_slice(&winner);
+            }
+            // Empty bins (rare in dense rows: all of a bin's coordinates zero) are filled
+            // lane by lane, as `hash` fills them.
+            for lane in (0..rows).filter(|&lane| empty[lane]) {
+                buf.raw.clear();
+                buf.raw
+                    .extend((0..num_bins).map(|b| buf.aux[b * LANES + lane]));
+                buf.codes.resize(num_bins, 0);
+                self.finish_raw(&buf.raw, &mut buf.codes);
+                for (b, &r) in buf.codes.iter().enumerate() {
+                    buf.aux[b * LANES + lane] = r;
                 }
             }
-            for (lane, codes) in block_out.chunks_exact_mut(l).enumerate() {
-                let winners = &buf.aux[lane * num_bins..(lane + 1) * num_bins];
-                self.finish_raw(winners, &mut buf.raw);
-                codes.copy_from_slice(self.combiner.combine(buf));
-            }
+            self.combiner
+                .combine_lanes(&buf.aux[..num_bins * LANES], rows, block_out);
         }
         Ok(())
     }
 }
 
 /// Rows [`Wta::hash_rows`] hashes together, one per lane of its running maxima.
-const LANES: usize = 16;
+pub(super) const LANES: usize = 16;
 
 impl Wta {
     /// Raw sub-hashes from each bin's winning position (`EMPTY` for an empty bin).

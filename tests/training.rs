@@ -678,9 +678,20 @@ fn exported_state_resumes_training_exactly() {
     let state = original.export_state();
     assert_eq!(state.layers[1].shared.len(), 3);
     assert_eq!(state.layers[1].center.len(), 24);
-    // A fresh network of the same config (whose seed fixes the hash functions), given the state.
-    let mut restored = Network::new(config(22)).unwrap();
+    // A fresh network of the same config (whose seed fixes the hash functions), given the
+    // state; its tables are left empty until the state fills them, as a resume does.
+    let mut restored = Network::with_empty_tables(config(22)).unwrap();
+    let stored = |net: &Network| -> Vec<usize> {
+        net.table_stats()
+            .iter()
+            .map(|t| t.map_or(0, |t| t.stored_ids))
+            .collect()
+    };
+    assert_eq!(stored(&restored), [0, 0]);
+    // (The input-major first layer has no tables.)
+    assert!(stored(&Network::new(config(22)).unwrap())[1] > 0);
     restored.import_state(&state).unwrap();
+    assert_eq!(stored(&restored), stored(&original));
     assert_eq!(restored.export_state(), state);
     for batch in &batches[11..] {
         let a = original

@@ -121,6 +121,19 @@ impl SparseLayer {
     /// Adam state. LSH tables are built from the initial
     /// weights.
     pub fn new(in_dim: usize, config: &LayerConfig, seed: u64) -> Result<Self> {
+        let mut layer = Self::with_empty_tables(in_dim, config, seed)?;
+        layer.rebuild_tables()?;
+        Ok(layer)
+    }
+
+    /// [`new`](Self::new) with the LSH tables left empty (until
+    /// [`rebuild_tables`](Self::rebuild_tables) or a restored state fills them): for a layer
+    /// whose state is restored next, which saves hashing every neuron once.
+    pub(crate) fn with_empty_tables(
+        in_dim: usize,
+        config: &LayerConfig,
+        seed: u64,
+    ) -> Result<Self> {
         let what = || format!("layer {in_dim} -> {}", config.out_dim);
         if in_dim == 0 || config.out_dim == 0 {
             return Err(config_error(what(), "dimensions must be at least 1"));
@@ -183,7 +196,6 @@ impl SparseLayer {
                 center: Vec::new(),
                 stats,
             });
-            layer.rebuild_tables()?;
         }
         Ok(layer)
     }

@@ -229,7 +229,9 @@ struct Prepared {
     identity: checkpoint::Identity,
 }
 
-fn prepare(config: &Config) -> Result<Prepared, Failure> {
+/// Loads the data, checks the memory estimate and builds the network; `restoring` leaves
+/// its LSH tables empty for a checkpoint (which carries them) to fill.
+fn prepare(config: &Config, restoring: bool) -> Result<Prepared, Failure> {
     let input = Failure::Input;
     let started = Instant::now();
     let loaded = data::load(&config.data).map_err(input)?;
@@ -274,7 +276,12 @@ fn prepare(config: &Config) -> Result<Prepared, Failure> {
     );
     // What a checkpoint must match: the network to be evaluated, every setting to be resumed.
     let identity = checkpoint::Identity::of(&network_config, config.train.batch_size);
-    let net = Network::new(network_config).map_err(|e| input(e.into()))?;
+    let net = if restoring {
+        Network::with_empty_tables(network_config)
+    } else {
+        Network::new(network_config)
+    }
+    .map_err(|e| input(e.into()))?;
     Ok(Prepared {
         loaded,
         net,
@@ -294,7 +301,7 @@ pub fn evaluate_checkpoint(
         loaded,
         mut net,
         identity,
-    } = prepare(config)?;
+    } = prepare(config, true)?;
     checkpoint::load(path, &mut net, &identity, checkpoint::Require::Network)
         .map_err(Failure::Input)?;
     let test = loaded.test.examples();
@@ -347,7 +354,7 @@ pub fn run(
         loaded,
         mut net,
         identity,
-    } = prepare(config)?;
+    } = prepare(config, resume.is_some())?;
     let Loaded {
         train,
         test,

@@ -186,7 +186,7 @@ fn run() -> Result<(), String> {
     // written and synced in turns, four times each, into the same folder.
     let network = cfg.network(features);
     let identity = checkpoint::Identity::of(&network, cfg.train.batch_size);
-    let mut net = slide::Network::new(network).map_err(|e| e.to_string())?;
+    let mut net = slide::Network::with_empty_tables(network).map_err(|e| e.to_string())?;
     checkpoint::load(&newest, &mut net, &identity, checkpoint::Require::Network)
         .map_err(|e| format!("{e:#}"))?;
     let rounds = 4;

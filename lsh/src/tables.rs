@@ -291,8 +291,20 @@ impl Table {
             next += u32::from(len);
         }
         self.store.resize(next as usize, 0);
+        // `insert` with the reservoir policy, for segments that never need to grow: the
+        // same stores and the same random draws, without the growth checks.
         for (id, code) in codes.enumerate() {
-            self.insert(code, id as u32, capacity, BucketPolicy::Reservoir);
+            let b = &mut self.buckets[code as usize];
+            if b.len < b.segment {
+                self.store[(b.start + u32::from(b.len)) as usize] = id as u32;
+                b.len += 1;
+            } else {
+                let j = self.rng.random_range(0..=b.seen as usize);
+                if j < usize::from(capacity) {
+                    self.store[b.start as usize + j] = id as u32;
+                }
+            }
+            b.seen = b.seen.saturating_add(1);
         }
     }
 

@@ -468,11 +468,8 @@ impl HashTables {
         let (l, num_ids) = (self.config.l, self.config.num_ids);
         let threads = rayon::current_num_threads();
         if self.code_buffers.len() < threads {
-            self.code_buffers.resize_with(threads, || {
-                let mut buffer = CodeBuffer::for_family(family);
-                buffer.rows.resize(ROWS_PER_TASK * l, 0);
-                Mutex::new(buffer)
-            });
+            self.code_buffers
+                .resize_with(threads, || Mutex::new(CodeBuffer::for_family(family)));
         }
         // Codes are stored in blocks of ROWS_PER_TASK ids, table-major inside a block, so
         // each table then reads its own codes in runs of ROWS_PER_TASK consecutive values

@@ -141,11 +141,11 @@ const HUGE_PAGE: usize = 2 << 20;
 /// A zeroed buffer of `len` floats whose whole 2 MiB pages the kernel is asked to back with
 /// transparent huge pages (Linux `madvise(MADV_HUGEPAGE)`; THP in its default `madvise` mode
 /// honours it). For the weight matrices: a sample's active rows are scattered over hundreds
-/// of megabytes, so with 4 KiB pages nearly every row read also missed the TLB. The advice
-/// is given before any page is touched (a fresh large allocation is not yet backed), so the
-/// pages are huge from their first write; write before reading (a read fault first maps the
-/// shared zero page, which a write then splits into small pages). Elsewhere, or where the kernel refuses, this is a
-/// plain `vec![0.0; len]`.
+/// of megabytes, far more than the TLB covers in 4 KiB pages. The advice is given before any
+/// page is touched (a fresh large allocation is not yet backed), so the pages are huge from
+/// their first write; write before reading (a read fault first maps the shared zero page,
+/// which a write then splits into small pages). Elsewhere, or where the kernel refuses, this
+/// is a plain `vec![0.0; len]`.
 pub fn zeroed_huge(len: usize) -> Vec<f32> {
     let mut buffer = vec![0.0f32; len];
     advise_huge_pages(&mut buffer);

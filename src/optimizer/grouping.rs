@@ -232,8 +232,7 @@ pub(super) fn bias_gradients<B: LayerBatch + ?Sized>(
     out.clear();
     match layer.layout {
         WeightLayout::NeuronMajor => {
-            // In parallel over neurons (each sum still in sample order): one delta read per
-            // contribution, scattered over the samples' traces.
+            // In parallel over neurons, each sum still in sample order.
             let scratch = &*scratch;
             out.par_extend((0..scratch.touched.len()).into_par_iter().map(|k| {
                 scratch

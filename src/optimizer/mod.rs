@@ -204,7 +204,8 @@ impl SparseLayer {
     }
 }
 
-/// A layer's biases with their Adam state, from neuron `first` on.
+/// A layer's biases with their Adam state, or a range of them (whose first neuron
+/// [`BiasRows::update`] is told).
 struct BiasRows<'a> {
     bias: &'a mut [f32],
     m: &'a mut [f32],
@@ -233,17 +234,16 @@ impl BiasRows<'_> {
     /// neuron `first`) with `gradients`, in parallel: the neurons are increasing, so halving
     /// the list at a neuron also halves the bias arrays there, and each half goes to its own
     /// task (rayon's join) without sharing a value. Same result as one loop in order.
-    fn update(self, first: usize, touched: &[u32], gradients: &[f32], adam: &Adam) {
-        let mut this = self;
+    fn update(mut self, first: usize, touched: &[u32], gradients: &[f32], adam: &Adam) {
         if touched.len() <= BIAS_TASK {
             for (&neuron, &g) in touched.iter().zip(gradients) {
-                this.update_one(neuron as usize - first, g, adam);
+                self.update_one(neuron as usize - first, g, adam);
             }
             return;
         }
         let half = touched.len() / 2;
         let split = touched[half] as usize;
-        let (left, right) = this.split_at(split - first);
+        let (left, right) = self.split_at(split - first);
         rayon::join(
             || left.update(first, &touched[..half], &gradients[..half], adam),
             || right.update(split, &touched[half..], &gradients[half..], adam),

@@ -224,7 +224,6 @@ impl HashFamily for Wta {
         let (dim, l, num_bins) = (self.dim, self.params.l, self.params.num_hashes());
         buf.acc.resize(dim * LANES, f32::NEG_INFINITY);
         buf.aux.resize(num_bins * LANES, EMPTY);
-        buf.raw.resize(num_bins, 0);
         for (block, block_out) in out[..count * l].chunks_mut(LANES * l).enumerate() {
             let rows = block_out.len() / l;
             let columns = &mut buf.acc[..dim * LANES];

@@ -95,6 +95,7 @@ impl Model {
                 shared_negatives: 0,
                 center_queries: false,
             }),
+            moments: Default::default(),
         };
         let output = LayerConfig {
             out_dim: CLASSES,
@@ -115,6 +116,7 @@ impl Model {
                 shared_negatives: 0,
                 center_queries: false,
             }),
+            moments: Default::default(),
         };
         Ok(Model {
             hidden: SparseLayer::new(FEATURES, &hidden, seed)?,

@@ -83,6 +83,7 @@ fn main() {
                 layout: WeightLayout::NeuronMajor,
                 init: Init::Glorot,
                 lsh,
+                moments: Default::default(),
             },
             LayerConfig {
                 out_dim: 10,
@@ -90,6 +91,7 @@ fn main() {
                 layout: WeightLayout::NeuronMajor,
                 init: Init::Glorot,
                 lsh: None,
+                moments: Default::default(),
             },
         ],
         adam: AdamConfig {

@@ -111,6 +111,7 @@ fn main() {
             shared_negatives: 0,
             center_queries: false,
         }),
+        moments: Default::default(),
     };
     let hidden = LayerConfig {
         out_dim: 128,
@@ -118,6 +119,7 @@ fn main() {
         layout: WeightLayout::InputMajor,
         init: Init::Glorot,
         lsh: None,
+        moments: Default::default(),
     };
     let mut net = Network::new(NetworkConfig {
         input_dim: FEATURES,

@@ -2,7 +2,7 @@
 //! rebuild schedule and seed, checked before anything is allocated.
 
 use crate::error::{Result, config_error};
-use crate::layer::{Activation, LayerConfig, WeightLayout};
+use crate::layer::{Activation, LayerConfig, MomentPrecision, WeightLayout};
 use crate::optimizer::AdamConfig;
 
 /// When LSH tables are rebuilt from the moving weights.
@@ -118,7 +118,8 @@ pub const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 impl NetworkConfig {
     /// Every setting as `(name, value)`, in a fixed order: `input_dim`, `seed`, then per
-    /// layer `layers.I.out_dim`, `.activation`, `.layout`, `.init` and, for sampled layers,
+    /// layer `layers.I.out_dim`, `.activation`, `.layout`, `.init`, `.moments` (if BF16) and,
+    /// for sampled layers,
     /// `.lsh.family`, `.lsh.params`, `.lsh.bucket_capacity`, `.lsh.policy`, `.lsh.sampling`,
     /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, then `adam` and
     /// `rebuild`. Checkpoints record it, so a resume can name the settings that changed.
@@ -133,6 +134,11 @@ impl NetworkConfig {
             put("activation", format!("{:?}", l.activation));
             put("layout", format!("{:?}", l.layout));
             put("init", format!("{:?}", l.init));
+            // Named only when not the default, so checkpoints from before the setting
+            // existed still resume.
+            if l.moments != MomentPrecision::F32 {
+                put("moments", format!("{:?}", l.moments));
+            }
             if let Some(lsh) = &l.lsh {
                 put("lsh.family", format!("{:?}", lsh.family));
                 put("lsh.params", format!("{:?}", lsh.params));
@@ -152,11 +158,17 @@ impl NetworkConfig {
     /// A stable hash of what a trained model's state depends on to be read back and
     /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
     /// each layer's size, activation, layout and LSH settings. Not the optimizer, the
-    /// rebuild schedule or the initialisation, which only shape training.
+    /// rebuild schedule, the initialisation or the moments' precision, which only shape
+    /// training (state files hold the moments in f32 either way).
     pub fn architecture_hash(&self) -> u64 {
         self.describe()
             .iter()
-            .filter(|(key, _)| !(key == "adam" || key == "rebuild" || key.ends_with(".init")))
+            .filter(|(key, _)| {
+                !(key == "adam"
+                    || key == "rebuild"
+                    || key.ends_with(".init")
+                    || key.ends_with(".moments"))
+            })
             .fold(FNV_OFFSET, |h, (key, value)| {
                 fnv1a(fnv1a(fnv1a(h, key.as_bytes()), b"="), value.as_bytes())
             })
@@ -199,7 +211,8 @@ impl NetworkConfig {
             };
             let stride = row_len.div_ceil(16) * 16;
             // [w | m | v] rows, one u32 count per row; bias, its moments and count.
-            estimate.parameters += rows * (3 * stride * 4 + 4) + out * 16;
+            let block = layer.moments.block_factor() as u64 * stride;
+            estimate.parameters += rows * (block * 4 + 4) + out * 16;
             estimate.state += rows * (3 * row_len * 4 + 4) + out * 16;
             if let Some(lsh) = &layer.lsh {
                 let tables = lsh.tables(layer.out_dim, 0);
@@ -230,6 +243,7 @@ mod tests {
             layout: WeightLayout::NeuronMajor,
             init: Init::Glorot,
             lsh: None,
+            moments: Default::default(),
         };
         NetworkConfig {
             input_dim: 10,
@@ -268,7 +282,14 @@ mod tests {
     /// the first rebuild, which store every id) and to the size of its exported state.
     #[test]
     fn estimated_bytes_match_a_built_network() {
+        for moments in [MomentPrecision::F32, MomentPrecision::Bf16] {
+            estimate_matches(moments);
+        }
+    }
+
+    fn estimate_matches(moments: MomentPrecision) {
         let mut config = config();
+        config.layers[1].moments = moments;
         config.input_dim = 300;
         config.layers[0].layout = WeightLayout::InputMajor;
         config.layers[0].out_dim = 64;

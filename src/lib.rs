@@ -46,8 +46,9 @@
 //!         shared_negatives: 0,
 //!         center_queries: false,
 //!     }),
+//!     moments: Default::default(),
 //! };
-//! let output = LayerConfig { out_dim: 2, activation: Activation::Softmax, layout: WeightLayout::NeuronMajor, init: Init::Glorot, lsh: None };
+//! let output = LayerConfig { out_dim: 2, activation: Activation::Softmax, layout: WeightLayout::NeuronMajor, init: Init::Glorot, lsh: None, moments: Default::default() };
 //! let mut net = Network::new(NetworkConfig {
 //!     input_dim: 4,
 //!     layers: vec![hidden, output],
@@ -89,7 +90,8 @@ pub use error::{Result, SlideError};
 pub use eval::EVAL_BLOCK;
 pub use layer::{
     Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
-    SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, WeightLayout, sample_rng,
+    MomentPrecision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, WeightLayout,
+    sample_rng,
 };
 pub use network::{Network, NetworkState, StateScalars};
 pub use optimizer::{

@@ -1,7 +1,7 @@
 //! Every kernel variant the CPU supports against the scalar reference.
 
 use proptest::prelude::*;
-use slide::kernels::{AdamStep, SCALAR, available, kernels};
+use slide::kernels::{AdamStep, SCALAR, available, bf16, kernels};
 
 fn vectors() -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
     (0usize..300).prop_flat_map(|n| {
@@ -61,6 +61,29 @@ proptest! {
                 // The update itself is at most about lr * 1/sqrt(1 - b2^t) / (1 - b1^t) in size.
                 prop_assert!((kw[i] - rw[i]).abs() <= 1e-5 * rw[i].abs().max(1.0), "{} w: {} vs {}", k.name, kw[i], rw[i]);
             }
+        }
+    }
+
+    /// The BF16-moment update is the same in every variant, to the bit (same operations in
+    /// the same order, same rounding bits), for any length (full 16-lane blocks and tails).
+    #[test]
+    fn adam_bf16_matches_scalar_bit_for_bit(
+        (g, w) in vectors(),
+        t in 1u32..1000,
+        seed: u32,
+    ) {
+        let m0: Vec<u16> = g.iter().map(|x| bf16::from_f32_nearest(x * 0.3)).collect();
+        let v0: Vec<u16> = g.iter().map(|x| bf16::from_f32_nearest(x * x * 0.7)).collect();
+        let step = AdamStep::new(1e-2, 0.9, 0.999, 1e-8, t);
+        let (mut rw, mut rm, mut rv) = (w.clone(), m0.clone(), v0.clone());
+        (SCALAR.adam_bf16)(&mut rw, &g, &mut rm, &mut rv, &step, seed);
+        for k in available() {
+            let (mut kw, mut km, mut kv) = (w.clone(), m0.clone(), v0.clone());
+            (k.adam_bf16)(&mut kw, &g, &mut km, &mut kv, &step, seed);
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            prop_assert_eq!(bits(&kw), bits(&rw), "{} w", k.name);
+            prop_assert_eq!(&km, &rm, "{} m", k.name);
+            prop_assert_eq!(&kv, &rv, "{} v", k.name);
         }
     }
 }

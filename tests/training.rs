@@ -7,8 +7,8 @@ use common::*;
 use slide::Examples;
 use slide::kernels::AdamStep;
 use slide::{
-    Activation, AdamConfig, BiasCorrection, Elem, Mode, Network, NetworkConfig, RebuildSchedule,
-    SlideError, StateSource, StateTensor, StepStats,
+    Activation, AdamConfig, BiasCorrection, Elem, Mode, MomentPrecision, Network, NetworkConfig,
+    RebuildSchedule, SlideError, StateSource, StateTensor, StepStats,
 };
 
 fn train(
@@ -47,21 +47,20 @@ fn all_parameters(net: &Network) -> Vec<u32> {
 #[test]
 fn training_is_bit_identical_with_one_and_two_threads() {
     let data = sparse_data(256, 60, 40, 1);
-    let run = |threads: usize| {
+    let run = |threads: usize, moments: MomentPrecision| {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap();
         pool.install(|| {
-            let mut net = network(
-                60,
-                vec![
-                    sampled(48, Activation::Relu, 16),
-                    sampled(40, Activation::Softmax, 10),
-                ],
-                1e-2,
-                5,
-            );
+            let mut layers = vec![
+                sampled(48, Activation::Relu, 16),
+                sampled(40, Activation::Softmax, 10),
+            ];
+            for layer in &mut layers {
+                layer.moments = moments;
+            }
+            let mut net = network(60, layers, 1e-2, 5);
             let losses: Vec<u64> = train(&mut net, &data, 30, 32)
                 .iter()
                 .map(|s| s.loss.to_bits())
@@ -69,10 +68,13 @@ fn training_is_bit_identical_with_one_and_two_threads() {
             (all_parameters(&net), losses)
         })
     };
-    let one = run(1);
-    let two = run(2);
-    assert_eq!(one.1, two.1, "losses differ");
-    assert!(one.0 == two.0, "parameters differ");
+    // BF16 moments draw their rounding bits from the row and the step, not the thread.
+    for moments in [MomentPrecision::F32, MomentPrecision::Bf16] {
+        let one = run(1, moments);
+        let two = run(2, moments);
+        assert_eq!(one.1, two.1, "{moments:?}: losses differ");
+        assert!(one.0 == two.0, "{moments:?}: parameters differ");
+    }
 }
 
 /// One step of Adam on a one-sample batch, against a hand computation from the gradient:
@@ -575,6 +577,15 @@ fn blocked_exact_evaluation_ranks_like_one_sample_at_a_time() {
     }
 }
 
+/// [`resumable_config`] with both layers' moments in `moments`.
+fn resumable_config_in(moments: MomentPrecision, seed: u64) -> NetworkConfig {
+    let mut config = resumable_config(seed);
+    for layer in &mut config.layers {
+        layer.moments = moments;
+    }
+    config
+}
+
 /// A network whose output layer keeps shared negatives and a query center, refreshed every
 /// 8 steps (both part of the state), and rebuilds on a growing period.
 fn resumable_config(seed: u64) -> NetworkConfig {
@@ -609,6 +620,13 @@ fn resumable_config(seed: u64) -> NetworkConfig {
 /// and reading the streamed tensors into a fresh network restores that state.
 #[test]
 fn streamed_state_is_the_exported_state() {
+    for moments in [MomentPrecision::F32, MomentPrecision::Bf16] {
+        streamed_state_is_the_exported_state_in(moments);
+    }
+}
+
+fn streamed_state_is_the_exported_state_in(moments: MomentPrecision) {
+    let resumable_config = |seed| resumable_config_in(moments, seed);
     let data = sparse_data(256, 60, 40, 21);
     let mut original = Network::new(resumable_config(22)).unwrap();
     train(&mut original, &data, 11, 16);
@@ -664,8 +682,14 @@ fn streamed_state_is_the_exported_state() {
 /// LSH on both layers, rebuilds before and after the save.
 #[test]
 fn exported_state_resumes_training_exactly() {
+    for moments in [MomentPrecision::F32, MomentPrecision::Bf16] {
+        exported_state_resumes_training_exactly_in(moments);
+    }
+}
+
+fn exported_state_resumes_training_exactly_in(moments: MomentPrecision) {
     let data = sparse_data(256, 60, 40, 21);
-    let config = resumable_config;
+    let config = |seed| resumable_config_in(moments, seed);
     let batches: Vec<Vec<usize>> = (0..24)
         .map(|b| ((b * 16) % 256..(b * 16) % 256 + 16).collect())
         .collect();
@@ -855,3 +879,82 @@ const RECORDED_SPARSE: u64 = 0x550b_db69_b0bb_1cdf;
 // Every neuron of the dense run's hidden layer is active in every batch, so each row's
 // update count is the step count and both corrections agree.
 const RECORDED_DENSE: u64 = 0x8816_f568_c704_a5ea;
+
+/// BF16 moments: the first update moves the weights as f32 moments do (both start at zero,
+/// and the update is computed in f32), the moments are the f32 ones within a BF16 unit, and
+/// 40 steps later the loss is where f32 training puts it. A state exported from either kind
+/// of network reads into the other: f32 moments round to the nearest BF16, BF16 moments
+/// widen exactly.
+#[test]
+fn bf16_moments_train_like_f32_moments_and_share_their_state() {
+    let data = sparse_data(256, 60, 40, 31);
+    let mut f32s = Network::new(resumable_config_in(MomentPrecision::F32, 5)).unwrap();
+    let mut bf16s = Network::new(resumable_config_in(MomentPrecision::Bf16, 5)).unwrap();
+    assert_eq!(bf16s.layers()[1].moment_precision(), MomentPrecision::Bf16);
+    // A 24 x 40 output layer: 40 rows of 32 floats in blocks of 96 (f32) or 64 (BF16).
+    assert_eq!(
+        f32s.layers()[1].memory_bytes() - bf16s.layers()[1].memory_bytes(),
+        40 * 32 * 4
+    );
+    train(&mut f32s, &data, 1, 16);
+    train(&mut bf16s, &data, 1, 16);
+    let mut moments_checked = 0;
+    for (a, b) in f32s.layers().iter().zip(bf16s.layers()) {
+        for j in 0..a.out_dim() {
+            for i in 0..a.in_dim() {
+                let (wa, wb) = (a.weight(j, i), b.weight(j, i));
+                assert!(
+                    (wa - wb).abs() <= 1e-6 * wa.abs().max(1e-3),
+                    "w {wa} vs {wb}"
+                );
+                let ((ma, va, ta), (mb, vb, tb)) = (a.adam_state(j, i), b.adam_state(j, i));
+                assert_eq!(ta, tb);
+                // Within one BF16 unit (2^-7 relative) of the f32 moment.
+                assert!((ma - mb).abs() <= ma.abs() / 64.0 + 1e-30, "m {ma} vs {mb}");
+                assert!((va - vb).abs() <= va / 64.0 + 1e-30, "v {va} vs {vb}");
+                moments_checked += usize::from(ma != 0.0);
+            }
+        }
+    }
+    assert!(moments_checked > 100, "{moments_checked}");
+    let (la, lb) = (
+        train(&mut f32s, &data, 40, 16),
+        train(&mut bf16s, &data, 40, 16),
+    );
+    let tail = |l: &[StepStats]| l[30..].iter().map(|s| s.loss).sum::<f64>() / 10.0;
+    let first = la[0].loss;
+    let (ta, tb) = (tail(&la), tail(&lb));
+    assert!(
+        ta < 0.8 * first,
+        "f32 training did not learn: {first} -> {ta}"
+    );
+    assert!(
+        (ta - tb).abs() < 0.03 * ta,
+        "loss {ta} (f32) vs {tb} (BF16)"
+    );
+
+    // F32 state into a BF16 network: weights as they are, moments rounded to nearest.
+    let state = f32s.export_state();
+    let mut into_bf16 =
+        Network::with_empty_tables(resumable_config_in(MomentPrecision::Bf16, 5)).unwrap();
+    into_bf16.import_state(&state).unwrap();
+    let nearest = |x: f32| slide::kernels::bf16::to_f32(slide::kernels::bf16::from_f32_nearest(x));
+    let back = into_bf16.export_state();
+    for (a, b) in state.layers.iter().zip(&back.layers) {
+        assert_eq!(a.weights, b.weights);
+        assert!(a.m.iter().zip(&b.m).all(|(&x, &y)| nearest(x) == y));
+        assert!(a.v.iter().zip(&b.v).all(|(&x, &y)| nearest(x) == y));
+        assert_eq!(a.row_steps, b.row_steps);
+    }
+    // BF16 state into an F32 network: every value as it was.
+    let mut into_f32 =
+        Network::with_empty_tables(resumable_config_in(MomentPrecision::F32, 5)).unwrap();
+    into_f32.import_state(&back).unwrap();
+    assert_eq!(into_f32.export_state(), back);
+    // A non-finite BF16 moment is seen.
+    assert!(into_bf16.is_finite());
+    let mut broken = back.clone();
+    broken.layers[1].v[7] = f32::INFINITY;
+    into_bf16.import_state(&broken).unwrap();
+    assert!(!into_bf16.is_finite());
+}

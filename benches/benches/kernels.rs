@@ -45,3 +45,19 @@ fn adam_row<const N: usize>(bencher: Bencher, name: &str) {
         .counter(divan::counter::ItemsCount::new(N))
         .bench_local(|| (k.adam)(&mut w, black_box(&g), &mut m, &mut v, &step));
 }
+
+/// The row update with BF16 moments, beside `adam_row`'s f32 ones.
+#[divan::bench(args = VARIANTS, consts = [128, 784])]
+fn adam_row_bf16<const N: usize>(bencher: Bencher, name: &str) {
+    let Some(k) = variant(name) else { return };
+    let g: Vec<f32> = (0..N).map(|i| (i as f32 * 0.1).sin() * 1e-3).collect();
+    let (mut w, mut m, mut v) = (vec![0.1f32; N], vec![0u16; N], vec![0u16; N]);
+    let step = AdamStep::new(1e-3, 0.9, 0.999, 1e-8, 10);
+    let mut seed = 0u32;
+    bencher
+        .counter(divan::counter::ItemsCount::new(N))
+        .bench_local(|| {
+            seed = seed.wrapping_add(1);
+            (k.adam_bf16)(&mut w, black_box(&g), &mut m, &mut v, &step, seed)
+        });
+}

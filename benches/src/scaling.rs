@@ -139,6 +139,7 @@ pub fn network(
                     layout: WeightLayout::NeuronMajor,
                     init: Init::Glorot,
                     lsh,
+                    moments: Default::default(),
                 },
                 LayerConfig {
                     out_dim: 10,
@@ -146,6 +147,7 @@ pub fn network(
                     layout: WeightLayout::NeuronMajor,
                     init: Init::Glorot,
                     lsh: None,
+                    moments: Default::default(),
                 },
             ],
         ),
@@ -158,6 +160,7 @@ pub fn network(
                     layout: WeightLayout::InputMajor,
                     init: Init::Glorot,
                     lsh: None,
+                    moments: Default::default(),
                 },
                 LayerConfig {
                     out_dim: width,
@@ -165,6 +168,7 @@ pub fn network(
                     layout: WeightLayout::NeuronMajor,
                     init: Init::Glorot,
                     lsh,
+                    moments: Default::default(),
                 },
             ],
         ),

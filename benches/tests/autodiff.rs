@@ -36,6 +36,7 @@ fn layer(
             shared_negatives: 0,
             center_queries: false,
         }),
+        moments: Default::default(),
     }
 }
 

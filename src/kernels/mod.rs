@@ -1,4 +1,5 @@
-//! Hot kernels: dot product, axpy and the Adam row update.
+//! Hot kernels: dot product, axpy and the Adam row update (f32 moments here; BF16 moments
+//! in [`bf16`]).
 //!
 //! Three implementations of each: [`scalar`] (the reference, plain loops), [`portable`]
 //! (`wide::f32x8`, which the workspace's `x86-64-v3` baseline compiles to AVX2 + FMA) and,
@@ -10,6 +11,7 @@
 //! Variants add in different orders, so results agree to rounding, not bit for bit; a run
 //! uses one table throughout, so training stays deterministic for any thread count.
 
+pub mod bf16;
 pub mod portable;
 pub mod scalar;
 #[cfg(target_arch = "x86_64")]
@@ -61,10 +63,16 @@ pub struct Kernels {
     /// Adam on one row: `m = b1 m + (1-b1) g`, `v = b2 v + (1-b2) g^2`,
     /// `w -= step_size * m / (sqrt(v) * inv_sqrt_bias2 + eps)`. All slices equally long.
     pub adam: AdamFn,
+    /// Adam on one row with BF16 moments, stochastically rounded ([`bf16::adam`], the
+    /// reference, bit for bit).
+    pub adam_bf16: AdamBf16Fn,
 }
 
 /// Signature of the Adam row kernel: `(w, g, m, v, step)`.
 pub type AdamFn = fn(&mut [f32], &[f32], &mut [f32], &mut [f32], &AdamStep);
+
+/// Signature of the BF16-moment Adam row kernel: `(w, g, m, v, step, seed)`.
+pub type AdamBf16Fn = fn(&mut [f32], &[f32], &mut [u16], &mut [u16], &AdamStep, u32);
 
 /// The scalar reference kernels.
 pub const SCALAR: Kernels = Kernels {
@@ -72,6 +80,7 @@ pub const SCALAR: Kernels = Kernels {
     dot: scalar::dot,
     axpy: scalar::axpy,
     adam: scalar::adam,
+    adam_bf16: bf16::adam,
 };
 
 /// The `wide::f32x8` kernels.
@@ -80,6 +89,7 @@ pub const PORTABLE: Kernels = Kernels {
     dot: portable::dot,
     axpy: portable::axpy,
     adam: portable::adam,
+    adam_bf16: bf16::adam,
 };
 
 /// The AVX-512 kernels, if this CPU has AVX-512F.

@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{Kernels, scalar};
+use super::{AdamStep, Kernels, bf16, scalar};
 
 /// The AVX-512 kernel table. Only [`super::avx512`] hands it out, after checking the CPU.
 ///
@@ -17,6 +17,7 @@ pub(super) const AVX512: Kernels = Kernels {
     dot,
     axpy,
     adam: scalar::adam,
+    adam_bf16,
 };
 
 /// Lanes `0..n` set, for the masked tail of a loop (`n < 16`).
@@ -96,4 +97,97 @@ fn axpy_avx512(alpha: f32, x: &[f32], y: &mut [f32]) {
             _mm512_mask_storeu_ps(py.add(i), k, r);
         }
     }
+}
+
+fn adam_bf16(w: &mut [f32], g: &[f32], m: &mut [u16], v: &mut [u16], s: &AdamStep, seed: u32) {
+    // SAFETY: reachable only through `AVX512`, handed out only on CPUs with AVX-512F.
+    unsafe { adam_bf16_avx512(w, g, m, v, s, seed) }
+}
+
+/// [`bf16::adam`] 16 elements at a time, bit for bit: the same products and sums in the
+/// same order (no fused multiply-adds), the same xorshift streams, one per lane.
+#[target_feature(enable = "avx512f")]
+fn adam_bf16_avx512(
+    w: &mut [f32],
+    g: &[f32],
+    m: &mut [u16],
+    v: &mut [u16],
+    s: &AdamStep,
+    seed: u32,
+) {
+    let n = w.len().min(g.len()).min(m.len()).min(v.len());
+    let full = n - n % bf16::LANES;
+    let (b1, c1) = (_mm512_set1_ps(s.beta1), _mm512_set1_ps(1.0 - s.beta1));
+    let (b2, c2) = (_mm512_set1_ps(s.beta2), _mm512_set1_ps(1.0 - s.beta2));
+    let (step, inv, eps) = (
+        _mm512_set1_ps(s.step_size),
+        _mm512_set1_ps(s.inv_sqrt_bias2),
+        _mm512_set1_ps(s.eps),
+    );
+    let low = _mm512_set1_epi32(0xffff);
+    let (pw, pg, pm, pv) = (w.as_mut_ptr(), g.as_ptr(), m.as_mut_ptr(), v.as_mut_ptr());
+    let mut x = seed_streams(seed);
+    let mut i = 0;
+    // SAFETY (loads and stores in the loop): `i + 16 <= full <= n`, and every slice is at
+    // least `n` long: 16 f32 of `w`/`g` and 16 u16 (256 bits) of `m`/`v` from `i` lie inside
+    // them. `w`, `m` and `v` are borrowed mutably, so nothing else accesses them meanwhile.
+    unsafe {
+        while i < full {
+            x = _mm512_xor_si512(x, _mm512_slli_epi32::<13>(x));
+            x = _mm512_xor_si512(x, _mm512_srli_epi32::<17>(x));
+            x = _mm512_xor_si512(x, _mm512_slli_epi32::<5>(x));
+            let gi = _mm512_loadu_ps(pg.add(i));
+            let widen = |p: *const u16| {
+                let halves = _mm256_loadu_si256(p.cast());
+                _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(halves)))
+            };
+            let mi = _mm512_add_ps(_mm512_mul_ps(b1, widen(pm.add(i))), _mm512_mul_ps(c1, gi));
+            let vi = _mm512_add_ps(
+                _mm512_mul_ps(b2, widen(pv.add(i))),
+                _mm512_mul_ps(_mm512_mul_ps(c2, gi), gi),
+            );
+            let denom = _mm512_add_ps(_mm512_mul_ps(_mm512_sqrt_ps(vi), inv), eps);
+            let wi = _mm512_sub_ps(
+                _mm512_loadu_ps(pw.add(i)),
+                _mm512_div_ps(_mm512_mul_ps(step, mi), denom),
+            );
+            _mm512_storeu_ps(pw.add(i), wi);
+            let round = |value: __m512, bits: __m512i| {
+                let sum = _mm512_add_epi32(_mm512_castps_si512(value), bits);
+                _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(sum))
+            };
+            _mm256_storeu_si256(pm.add(i).cast(), round(mi, _mm512_and_si512(x, low)));
+            _mm256_storeu_si256(pv.add(i).cast(), round(vi, _mm512_srli_epi32::<16>(x)));
+            i += bf16::LANES;
+        }
+    }
+    let mut streams = [0u32; bf16::LANES];
+    // SAFETY: `streams` is 16 u32, one unaligned 512-bit store.
+    unsafe { _mm512_storeu_si512(streams.as_mut_ptr().cast(), x) };
+    bf16::finish_tail(
+        &mut w[full..n],
+        &g[full..n],
+        &mut m[full..n],
+        &mut v[full..n],
+        s,
+        &mut streams,
+    );
+}
+
+/// [`bf16::seed_streams`], the 16 lanes at once.
+#[target_feature(enable = "avx512f")]
+fn seed_streams(seed: u32) -> __m512i {
+    let lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    let golden = _mm512_set1_epi32(0x9e37_79b9_u32 as i32);
+    let mut x = _mm512_xor_si512(
+        _mm512_set1_epi32(seed as i32),
+        _mm512_mullo_epi32(lanes, golden),
+    );
+    // mix32
+    x = _mm512_xor_si512(x, _mm512_srli_epi32::<16>(x));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32(0x21f0_aaad));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32::<15>(x));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32(0x735a_2d97));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32::<15>(x));
+    _mm512_or_si512(x, _mm512_set1_epi32(1))
 }

@@ -12,8 +12,8 @@
 //! ```
 //! use slide::lsh::Vector;
 //! use slide::{
-//!     Activation, Adam, AdamConfig, Init, LayerConfig, LayerTrace, Mode, SparseLayer,
-//!     UpdateScratch, WeightLayout, sample_rng,
+//!     Activation, Adam, AdamConfig, Init, LayerConfig, LayerTrace, Mode, MomentPrecision,
+//!     SparseLayer, UpdateScratch, WeightLayout, sample_rng,
 //! };
 //!
 //! let config = LayerConfig {
@@ -22,6 +22,7 @@
 //!     layout: WeightLayout::NeuronMajor,
 //!     init: Init::Glorot,
 //!     lsh: None,
+//!     moments: MomentPrecision::F32,
 //! };
 //! let mut layer = SparseLayer::new(4, &config, 1)?;
 //! let mut adam = Adam::new(AdamConfig { lr: 0.05, ..AdamConfig::default() })?;
@@ -56,7 +57,7 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use slide_lsh::{CodeBuffer, HashTables, LshFamily, QueryScratch, Sampling, TablesStats, Vector};
 
-pub use config::{Activation, Init, LayerConfig, LshConfig, Mode, WeightLayout};
+pub use config::{Activation, Init, LayerConfig, LshConfig, Mode, MomentPrecision, WeightLayout};
 pub(crate) use passes::ranks_before;
 pub(crate) use state::MemorySource;
 pub use state::{Elem, LayerState, StateSource, StateTensor};
@@ -99,11 +100,14 @@ pub struct SparseLayer {
     pub(crate) layout: WeightLayout,
     /// Floats per stored row: the row length rounded up to 16 (64 bytes).
     pub(crate) stride: usize,
-    /// Row `r` of the weights, then its Adam moments: `[w | m | v]`, each `stride` floats,
-    /// in one block of `3 * stride` at `r * 3 * stride`. An update reads and writes one
-    /// contiguous 1.5 KB block for a 128-wide row instead of three scattered ones; the update
-    /// of randomly chosen rows is bound by memory traffic, so this is what it costs.
+    /// Row `r` of the weights, then its Adam moments: `[w | m | v]`, `w` `stride` floats and
+    /// `m`, `v` `stride` floats each (or `stride` BF16 values each, packed into `stride`
+    /// floats' room: see [`MomentPrecision`]), in one block of [`block`](Self::block) floats
+    /// at `r * block`. An update reads and writes one contiguous 1.5 KB block (1 KB with BF16
+    /// moments) for a 128-wide row instead of three scattered ones; the update of randomly
+    /// chosen rows is bound by memory traffic, so this is what it costs.
     pub(crate) params: Vec<f32>,
+    pub(crate) moments: MomentPrecision,
     pub(crate) bias: Vec<f32>,
     pub(crate) row_steps: Vec<u32>,
     pub(crate) bias_m: Vec<f32>,
@@ -152,8 +156,9 @@ impl SparseLayer {
             WeightLayout::InputMajor => (in_dim, config.out_dim),
         };
         let stride = padded(row_len);
+        let block = config.moments.block_factor() * stride;
         let total = rows
-            .checked_mul(3 * stride)
+            .checked_mul(block)
             .ok_or_else(|| config_error(what(), "weight matrix too large"))?;
         config
             .init
@@ -161,7 +166,7 @@ impl SparseLayer {
             .map_err(|e| config_error(what(), e))?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut params = crate::kernels::zeroed_huge(total);
-        for row in params.chunks_exact_mut(3 * stride) {
+        for row in params.chunks_exact_mut(block) {
             for w in &mut row[..row_len] {
                 *w = config.init.draw(in_dim, config.out_dim, &mut rng);
             }
@@ -173,6 +178,7 @@ impl SparseLayer {
             layout: config.layout,
             stride,
             params,
+            moments: config.moments,
             bias: vec![0.0; config.out_dim],
             row_steps: vec![0; rows],
             bias_m: vec![0.0; config.out_dim],
@@ -239,21 +245,32 @@ impl SparseLayer {
             "weight index out of range"
         );
         match self.layout {
-            WeightLayout::NeuronMajor => neuron * 3 * self.stride + input,
-            WeightLayout::InputMajor => input * 3 * self.stride + neuron,
+            WeightLayout::NeuronMajor => neuron * self.block() + input,
+            WeightLayout::InputMajor => input * self.block() + neuron,
         }
     }
 
     /// Stored row `r`'s weights (`stride` floats, zero past the row length).
     #[inline]
     pub(crate) fn row(&self, r: usize) -> &[f32] {
-        &self.params[r * 3 * self.stride..][..self.stride]
+        &self.params[r * self.block()..][..self.stride]
     }
 
     /// The stored rows' weights and the distance between two rows' starts: row `r`'s
     /// weights are `rows[r * stride..][..row_len]` (Adam's moments sit in between).
     pub(crate) fn weight_rows(&self) -> (&[f32], usize) {
-        (&self.params, 3 * self.stride)
+        (&self.params, self.block())
+    }
+
+    /// Floats per stored row's block (weights and moments).
+    #[inline]
+    pub(crate) fn block(&self) -> usize {
+        self.moments.block_factor() * self.stride
+    }
+
+    /// How the Adam moments of the weights are stored.
+    pub fn moment_precision(&self) -> MomentPrecision {
+        self.moments
     }
 
     /// Every neuron's bias.
@@ -286,12 +303,9 @@ impl SparseLayer {
     /// row holding it.
     pub fn adam_state(&self, neuron: usize, input: usize) -> (f32, f32, u32) {
         let i = self.index(neuron, input);
-        let row = i / (3 * self.stride);
-        (
-            self.params[i + self.stride],
-            self.params[i + 2 * self.stride],
-            self.row_steps[row],
-        )
+        let (row, col) = (i / self.block(), i % self.block());
+        let (m, v) = self.moments_at(row, col);
+        (m, v, self.row_steps[row])
     }
 
     /// Heap bytes held by parameters, optimizer state and hash tables.
@@ -306,9 +320,9 @@ impl SparseLayer {
 
     /// Re-hashes every neuron's weight row into the layer's tables (no-op for dense layers).
     pub fn rebuild_tables(&mut self) -> Result<()> {
+        let block = self.block();
         if let Some(lsh) = &mut self.lsh {
-            lsh.tables
-                .rebuild_dense(&lsh.family, &self.params, 3 * self.stride)?;
+            lsh.tables.rebuild_dense(&lsh.family, &self.params, block)?;
             lsh.stats = lsh.tables.stats();
         }
         Ok(())

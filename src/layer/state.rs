@@ -1,6 +1,7 @@
 //! A layer's trainable state in plain arrays, for checkpoints.
 
-use super::SparseLayer;
+use super::{MomentPrecision, SparseLayer};
+use crate::kernels::bf16;
 use slide_lsh::TablesArray;
 
 use crate::error::{Result, SlideError, config_error};
@@ -44,20 +45,24 @@ impl SparseLayer {
 
     /// A copy of the layer's trainable state.
     pub fn export_state(&self) -> LayerState {
-        let (rows, row_len, stride) = (self.rows(), self.row_len(), self.stride);
-        let part = |offset: usize| -> Vec<f32> {
-            self.params
-                .chunks_exact(3 * stride)
-                .flat_map(|block| &block[offset..offset + row_len])
-                .copied()
-                .collect()
+        let (rows, row_len) = (self.rows(), self.row_len());
+        let part = |which: Part| -> Vec<f32> {
+            let mut out = vec![0.0f32; rows * row_len];
+            for (block, row) in self
+                .params
+                .chunks_exact(self.block())
+                .zip(out.chunks_exact_mut(row_len.max(1)))
+            {
+                self.read_part(which, block, row);
+            }
+            out
         };
         LayerState {
             rows,
             row_len,
-            weights: part(0),
-            m: part(stride),
-            v: part(2 * stride),
+            weights: part(Part::Weights),
+            m: part(Part::M),
+            v: part(Part::V),
             row_steps: self.row_steps.clone(),
             bias: self.bias.clone(),
             bias_m: self.bias_m.clone(),
@@ -78,9 +83,83 @@ impl SparseLayer {
 
     /// Whether every weight, bias and Adam moment is finite.
     pub fn is_finite(&self) -> bool {
-        [&self.params, &self.bias, &self.bias_m, &self.bias_v]
-            .iter()
-            .all(|v| v.iter().all(|x| x.is_finite()))
+        let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
+        let (stride, row_len) = (self.stride, self.row_len());
+        let rows_finite = self.params.chunks_exact(self.block()).all(|block| {
+            finite(&block[..row_len])
+                && match self.moments {
+                    MomentPrecision::F32 => {
+                        finite(&block[stride..stride + row_len])
+                            && finite(&block[2 * stride..2 * stride + row_len])
+                    }
+                    MomentPrecision::Bf16 => {
+                        let halves: &[u16] = bytemuck::cast_slice(&block[stride..]);
+                        let finite = |h: &[u16]| h.iter().all(|&b| b & 0x7f80 != 0x7f80);
+                        finite(&halves[..row_len]) && finite(&halves[stride..stride + row_len])
+                    }
+                }
+        });
+        rows_finite
+            && [&self.bias, &self.bias_m, &self.bias_v]
+                .iter()
+                .all(|v| finite(v))
+    }
+
+    /// Copies part `which` of one row block (weights, or a moment widened to f32) into
+    /// `out` (the row's length).
+    fn read_part(&self, which: Part, block: &[f32], out: &mut [f32]) {
+        let (stride, len) = (self.stride, out.len());
+        match (which, self.moments) {
+            (Part::Weights, _) => out.copy_from_slice(&block[..len]),
+            (Part::M, MomentPrecision::F32) => out.copy_from_slice(&block[stride..stride + len]),
+            (Part::V, MomentPrecision::F32) => {
+                out.copy_from_slice(&block[2 * stride..2 * stride + len])
+            }
+            (moment, MomentPrecision::Bf16) => {
+                let halves: &[u16] = bytemuck::cast_slice(&block[stride..]);
+                let from = if moment == Part::M { 0 } else { stride };
+                for (o, &h) in out.iter_mut().zip(&halves[from..from + len]) {
+                    *o = bf16::to_f32(h);
+                }
+            }
+        }
+    }
+
+    /// Stores `values` (the row's length) as part `which` of one row block, rounding a
+    /// moment to the nearest BF16 if the layer keeps them so.
+    fn write_part(
+        moments: MomentPrecision,
+        stride: usize,
+        which: Part,
+        block: &mut [f32],
+        values: &[f32],
+    ) {
+        let len = values.len();
+        match (which, moments) {
+            (Part::Weights, _) => block[..len].copy_from_slice(values),
+            (Part::M, MomentPrecision::F32) => block[stride..stride + len].copy_from_slice(values),
+            (Part::V, MomentPrecision::F32) => {
+                block[2 * stride..2 * stride + len].copy_from_slice(values)
+            }
+            (moment, MomentPrecision::Bf16) => {
+                let halves: &mut [u16] = bytemuck::cast_slice_mut(&mut block[stride..]);
+                let from = if moment == Part::M { 0 } else { stride };
+                for (h, &x) in halves[from..from + len].iter_mut().zip(values) {
+                    *h = bf16::from_f32_nearest(x);
+                }
+            }
+        }
+    }
+
+    /// Adam's `(m, v)` at position `col` of row `row`, as f32.
+    pub(crate) fn moments_at(&self, row: usize, col: usize) -> (f32, f32) {
+        let block = &self.params[row * self.block()..][..self.block()];
+        let mut widened = vec![0.0f32; col + 1];
+        let mut at = |which| {
+            self.read_part(which, block, &mut widened);
+            widened[col]
+        };
+        (at(Part::M), at(Part::V))
     }
 
     /// The tables' generation, for sampled layers (see [`slide_lsh::TablesState`]).
@@ -133,19 +212,23 @@ impl SparseLayer {
         name: &str,
         sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let (row_len, stride) = (self.row_len(), self.stride);
-        let part = |offset: usize| {
-            self.params
-                .chunks_exact(3 * stride)
-                .map(move |block| &block[offset..offset + row_len])
+        let row_len = self.row_len();
+        let part = |which: Part, sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>| {
+            let mut row = vec![0.0f32; row_len];
+            let mut out = Pieces::new(sink);
+            for block in self.params.chunks_exact(self.block()) {
+                self.read_part(which, block, &mut row);
+                out.put(&row, f32::to_le_bytes)?;
+            }
+            out.finish()
         };
         let lsh = self.lsh.as_ref();
         let f32s: fn(f32) -> [u8; 4] = f32::to_le_bytes;
         let u32s: fn(u32) -> [u8; 4] = u32::to_le_bytes;
         match name {
-            "weight" => write_rows(part(0), f32s, sink),
-            "adam_m" => write_rows(part(stride), f32s, sink),
-            "adam_v" => write_rows(part(2 * stride), f32s, sink),
+            "weight" => part(Part::Weights, sink),
+            "adam_m" => part(Part::M, sink),
+            "adam_v" => part(Part::V, sink),
             "bias" => write_rows(std::iter::once(&self.bias[..]), f32s, sink),
             "bias_adam_m" => write_rows(std::iter::once(&self.bias_m[..]), f32s, sink),
             "bias_adam_v" => write_rows(std::iter::once(&self.bias_v[..]), f32s, sink),
@@ -232,25 +315,29 @@ impl SparseLayer {
         }
 
         // Weights and moments, a block of rows at a time, into the padded rows.
-        let (rows, row_len, stride) = (self.rows(), self.row_len(), self.stride);
+        let (rows, row_len, stride, block) =
+            (self.rows(), self.row_len(), self.stride, self.block());
         let rows_per_piece = (PIECE / (4 * row_len.max(1))).max(1);
         let mut bytes = vec![0u8; rows_per_piece.min(rows) * row_len * 4];
-        for (name, offset) in [("weight", 0), ("adam_m", stride), ("adam_v", 2 * stride)] {
+        let mut values = vec![0.0f32; row_len];
+        for (name, which) in [
+            ("weight", Part::Weights),
+            ("adam_m", Part::M),
+            ("adam_v", Part::V),
+        ] {
             for first in (0..rows).step_by(rows_per_piece) {
                 let count = rows_per_piece.min(rows - first);
                 let piece = &mut bytes[..count * row_len * 4];
                 source.read(name, first * row_len * 4, piece)?;
-                let blocks = &mut self.params[first * 3 * stride..(first + count) * 3 * stride];
+                let blocks = &mut self.params[first * block..(first + count) * block];
                 for (block, row) in blocks
-                    .chunks_exact_mut(3 * stride)
+                    .chunks_exact_mut(block)
                     .zip(piece.chunks_exact(row_len * 4))
                 {
-                    for (w, b) in block[offset..offset + row_len]
-                        .iter_mut()
-                        .zip(row.chunks_exact(4))
-                    {
-                        *w = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                    for (x, b) in values.iter_mut().zip(row.chunks_exact(4)) {
+                        *x = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
                     }
+                    Self::write_part(self.moments, stride, which, block, &values);
                 }
             }
         }
@@ -301,24 +388,59 @@ fn write_rows<'a, T: Copy + 'a, E>(
     le: fn(T) -> [u8; 4],
     sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
 ) -> std::result::Result<(), E> {
-    let mut buf = vec![0u8; PIECE];
-    let mut at = 0;
+    let mut out = Pieces::new(sink);
     for row in rows {
-        for part in row.chunks(PIECE / 4) {
-            if at + part.len() * 4 > PIECE {
-                sink(&buf[..at])?;
-                at = 0;
-            }
-            for (bytes, &v) in buf[at..at + part.len() * 4].chunks_exact_mut(4).zip(part) {
-                bytes.copy_from_slice(&le(v));
-            }
-            at += part.len() * 4;
+        out.put(row, le)?;
+    }
+    out.finish()
+}
+
+/// Collects values as little-endian bytes and hands them to a sink in pieces of at most
+/// [`PIECE`] bytes.
+struct Pieces<'s, E> {
+    sink: &'s mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl<'s, E> Pieces<'s, E> {
+    fn new(sink: &'s mut dyn FnMut(&[u8]) -> std::result::Result<(), E>) -> Self {
+        Pieces {
+            sink,
+            buf: vec![0u8; PIECE],
+            at: 0,
         }
     }
-    if at > 0 {
-        sink(&buf[..at])?;
+
+    fn put<T: Copy>(&mut self, values: &[T], le: fn(T) -> [u8; 4]) -> std::result::Result<(), E> {
+        for part in values.chunks(PIECE / 4) {
+            if self.at + part.len() * 4 > PIECE {
+                (self.sink)(&self.buf[..self.at])?;
+                self.at = 0;
+            }
+            let bytes = &mut self.buf[self.at..self.at + part.len() * 4];
+            for (b, &v) in bytes.chunks_exact_mut(4).zip(part) {
+                b.copy_from_slice(&le(v));
+            }
+            self.at += part.len() * 4;
+        }
+        Ok(())
     }
-    Ok(())
+
+    fn finish(self) -> std::result::Result<(), E> {
+        if self.at > 0 {
+            (self.sink)(&self.buf[..self.at])?;
+        }
+        Ok(())
+    }
+}
+
+/// A part of a stored row block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Weights,
+    M,
+    V,
 }
 
 /// Bytes handed to a sink at a time, and read from a source at a time.

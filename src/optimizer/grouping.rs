@@ -269,6 +269,7 @@ pub(super) mod tests {
             layout,
             init: Init::Glorot,
             lsh: None,
+            moments: Default::default(),
         };
         SparseLayer::new(in_dim, &config, 5).unwrap()
     }

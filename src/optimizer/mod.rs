@@ -10,9 +10,9 @@ pub use grouping::UpdateScratch;
 use grouping::{accumulate_row, bias_gradients};
 
 use crate::error::{Result, config_error};
-use crate::kernels::kernels;
+use crate::kernels::{bf16, kernels};
 use crate::layer::{LayerBatch, SparseLayer, WeightLayout};
-use crate::rows::DisjointRows;
+use crate::rows::{DisjointRows, RowMoments};
 
 /// What one update did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -109,7 +109,9 @@ impl SparseLayer {
         scratch.group_rows(self, batch);
         let (layout, row_len, stride) = (self.layout, self.row_len(), self.stride);
         scratch.size_rows(row_len);
-        let mut rows = DisjointRows::new(&mut self.params, &mut self.row_steps, stride);
+        let mut rows =
+            DisjointRows::new(&mut self.params, &mut self.row_steps, stride, self.moments);
+        let taken = adam.steps();
         let shared = &*scratch;
         rows.par_for_each_init(
             &shared.touched,
@@ -126,13 +128,30 @@ impl SparseLayer {
                 g.resize(row_len, 0.0);
                 accumulate_row(layout, batch, shared.group(k), scale, g);
                 *row.steps += 1;
-                (kernels().adam)(
-                    &mut row.w[..row_len],
-                    g,
-                    &mut row.m[..row_len],
-                    &mut row.v[..row_len],
-                    &adam.step(*row.steps),
-                );
+                let step = adam.step(*row.steps);
+                match row.moments {
+                    RowMoments::F32 { m, v } => (kernels().adam)(
+                        &mut row.w[..row_len],
+                        g,
+                        &mut m[..row_len],
+                        &mut v[..row_len],
+                        &step,
+                    ),
+                    RowMoments::Bf16 { m, v } => {
+                        // Rounding bits of this row's update: the row, the optimizer's step
+                        // and the row's own count (for callers that never advance Adam).
+                        let when = taken.wrapping_add(u64::from(*row.steps) << 32);
+                        let seed = bf16::row_seed(shared.touched[k], when);
+                        (kernels().adam_bf16)(
+                            &mut row.w[..row_len],
+                            g,
+                            &mut m[..row_len],
+                            &mut v[..row_len],
+                            &step,
+                            seed,
+                        );
+                    }
+                }
             },
         );
         // Counted here rather than in the parallel loop, which would contend on one counter.

@@ -17,6 +17,7 @@ pub fn dense(out_dim: usize, activation: Activation) -> LayerConfig {
         layout: WeightLayout::NeuronMajor,
         init: Init::Glorot,
         lsh: None,
+        moments: Default::default(),
     }
 }
 
@@ -27,6 +28,7 @@ pub fn input_major(out_dim: usize, activation: Activation) -> LayerConfig {
         layout: WeightLayout::InputMajor,
         init: Init::Glorot,
         lsh: None,
+        moments: Default::default(),
     }
 }
 
@@ -53,6 +55,7 @@ pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> Lay
             shared_negatives: 0,
             center_queries: false,
         }),
+        moments: Default::default(),
     }
 }
 

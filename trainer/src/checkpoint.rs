@@ -598,6 +598,7 @@ mod tests {
             layout: WeightLayout::NeuronMajor,
             init: Init::Glorot,
             lsh: None,
+            moments: Default::default(),
         };
         NetworkConfig {
             input_dim: 6,

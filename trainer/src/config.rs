@@ -7,8 +7,8 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling, Strategy};
 use slide::{
-    Activation, AdamConfig, BiasCorrection, Init, LayerConfig, LshConfig, NetworkConfig,
-    RebuildSchedule, WeightLayout,
+    Activation, AdamConfig, BiasCorrection, Init, LayerConfig, LshConfig, MomentPrecision,
+    NetworkConfig, RebuildSchedule, WeightLayout,
 };
 
 /// A whole config file.
@@ -142,6 +142,10 @@ pub struct LayerSection {
     pub init_scale: Option<f32>,
     /// LSH sampling; absent: every neuron is active.
     pub lsh: Option<LshSection>,
+    /// How the weights' Adam moments are stored: `f32` (default) or `bf16` (stochastic
+    /// rounding; a third less memory traffic in the update of a wide layer).
+    #[serde(default)]
+    pub moments: MomentPrecision,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -697,6 +701,7 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                 center_queries: lsh.center_queries,
             }
         }),
+        moments: layer.moments,
     }
 }
 
@@ -750,6 +755,16 @@ mod tests {
         );
         let err = load(&path, &["nonsense".into()]).unwrap_err().to_string();
         assert_eq!(err, "--set nonsense: expected section.key=value");
+
+        // The moments' precision reaches the core's layer config; other values are refused.
+        let bf16 = load(&path, &["network.layers.1.moments=\"bf16\"".into()]).unwrap();
+        let layers = bf16.network(784).layers;
+        assert_eq!(layers[0].moments, MomentPrecision::F32);
+        assert_eq!(layers[1].moments, MomentPrecision::Bf16);
+        let err = load(&path, &["network.layers.1.moments=\"f16\"".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown variant `f16`"), "{err}");
     }
 
     #[test]

@@ -118,6 +118,7 @@ fn main() {
                         layout: WeightLayout::InputMajor,
                         init: Init::Glorot,
                         lsh: None,
+                        moments: Default::default(),
                     },
                     LayerConfig {
                         out_dim: AMAZON_LABELS,
@@ -125,6 +126,7 @@ fn main() {
                         layout: WeightLayout::NeuronMajor,
                         init: Init::Glorot,
                         lsh: Some(lsh(&o)),
+                        moments: Default::default(),
                     },
                 ],
                 Box::new(xmc_like(4096, AMAZON_LABELS, 1)),
@@ -138,6 +140,7 @@ fn main() {
                         layout: WeightLayout::NeuronMajor,
                         init: Init::Glorot,
                         lsh: Some(lsh(&o)),
+                        moments: Default::default(),
                     },
                     LayerConfig {
                         out_dim: 10,
@@ -145,6 +148,7 @@ fn main() {
                         layout: WeightLayout::NeuronMajor,
                         init: Init::Glorot,
                         lsh: None,
+                        moments: Default::default(),
                     },
                 ],
                 Box::new(mnist_like(4096, 2)),

@@ -1,0 +1,241 @@
+//! BF16 storage for Adam's moments: conversions and the row update that reads and writes
+//! BF16 moments with f32 arithmetic.
+//!
+//! BF16 is the upper half of an f32 (sign, the same 8-bit exponent, 7 mantissa bits), so a
+//! value converts to f32 exactly by a shift, and an f32 converts to BF16 by dropping its
+//! lower 16 bits after rounding. Adam's moments are sums of many small increments: rounded
+//! to nearest every step, an increment smaller than half a BF16 unit would vanish every
+//! time. Stochastic rounding (round up with probability equal to the dropped fraction)
+//! keeps the expected value exact, which is what Optimized SLIDE's BF16 mode and the
+//! literature on low-precision optimizer state rely on.
+
+use super::AdamStep;
+
+/// The f32 whose upper 16 bits are `b` (exact).
+#[inline]
+pub fn to_f32(b: u16) -> f32 {
+    f32::from_bits(u32::from(b) << 16)
+}
+
+/// `x` rounded to the nearest BF16 (ties to even; NaN stays NaN, infinities stay infinite,
+/// finite values past the largest BF16 round to infinity).
+#[inline]
+pub fn from_f32_nearest(x: f32) -> u16 {
+    let bits = x.to_bits();
+    if x.is_nan() {
+        // Keep the sign, force a quiet NaN (the payload may sit in the dropped bits).
+        return ((bits >> 16) | 0x0040) as u16;
+    }
+    let odd = (bits >> 16) & 1;
+    (bits.wrapping_add(0x7fff + odd) >> 16) as u16
+}
+
+/// `x` rounded to one of its two neighbouring BF16 values, up (away from zero) when the
+/// dropped lower 16 bits plus `r` carry: with `r` uniform on `0..2^16`, the probability of
+/// rounding up is the dropped fraction, so the rounded value's expectation is `x`. NaN and
+/// infinities stay non-finite; a finite value within one BF16 unit of the largest may round
+/// to infinity.
+#[inline]
+pub fn from_f32_stochastic(x: f32, r: u16) -> u16 {
+    (x.to_bits().wrapping_add(u32::from(r)) >> 16) as u16
+}
+
+/// A well-mixed 32-bit hash (Chris Wellons' `lowbias32`): the random bits of stochastic
+/// rounding, a pure function of its input so results do not depend on threads.
+#[inline]
+pub fn mix32(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x21f0_aaad);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x735a_2d97);
+    x ^ (x >> 15)
+}
+
+/// The seed of one row's update: the row and the optimizer's step, mixed, so that every
+/// update of every row draws its own rounding bits.
+#[inline]
+pub fn row_seed(row: u32, step: u64) -> u32 {
+    mix32(row ^ mix32((step as u32) ^ ((step >> 32) as u32).wrapping_mul(0x9e37_79b9)))
+}
+
+/// Elements whose rounding bits are drawn together, one xorshift stream each.
+pub const LANES: usize = 16;
+
+/// Adam on one row whose moments are stored in BF16: the moments are widened to f32, the
+/// update is [`scalar::adam`](super::scalar::adam)'s to the last bit, and the new moments
+/// are stored with stochastic rounding. The rounding bits come from [`LANES`] xorshift32
+/// streams seeded from `seed` (element `i` takes stream `i % LANES`'s next 32 bits: the
+/// lower 16 for `m`, the upper 16 for `v`), so they depend on `seed` alone, not on threads.
+/// Written as plain loops over fixed-size chunks, which the workspace's AVX2 baseline
+/// vectorises.
+pub fn adam(w: &mut [f32], g: &[f32], m: &mut [u16], v: &mut [u16], s: &AdamStep, seed: u32) {
+    let n = w.len().min(g.len()).min(m.len()).min(v.len());
+    let mut streams = seed_streams(seed);
+    let full = n - n % LANES;
+    for start in (0..full).step_by(LANES) {
+        let bits = next(&mut streams);
+        for (i, &b) in (start..start + LANES).zip(&bits) {
+            update(&mut w[i], g[i], &mut m[i], &mut v[i], s, b);
+        }
+    }
+    finish_tail(
+        &mut w[full..n],
+        &g[full..n],
+        &mut m[full..n],
+        &mut v[full..n],
+        s,
+        &mut streams,
+    );
+}
+
+/// The [`LANES`] xorshift32 streams of a row's update, seeded from `seed` (never zero,
+/// xorshift's one fixed point).
+#[inline]
+pub(crate) fn seed_streams(seed: u32) -> [u32; LANES] {
+    std::array::from_fn(|lane| mix32(seed ^ (lane as u32).wrapping_mul(0x9e37_79b9)) | 1)
+}
+
+/// The last `n % LANES` elements of [`adam`] (fewer than [`LANES`]), each with its
+/// stream's next value.
+#[inline]
+pub(crate) fn finish_tail(
+    w: &mut [f32],
+    g: &[f32],
+    m: &mut [u16],
+    v: &mut [u16],
+    s: &AdamStep,
+    streams: &mut [u32; LANES],
+) {
+    if w.is_empty() {
+        return;
+    }
+    let bits = next(streams);
+    for i in 0..w.len() {
+        update(&mut w[i], g[i], &mut m[i], &mut v[i], s, bits[i]);
+    }
+}
+
+/// Advances every xorshift32 stream once and returns the new values.
+#[inline(always)]
+fn next(streams: &mut [u32; LANES]) -> [u32; LANES] {
+    for x in streams.iter_mut() {
+        *x ^= *x << 13;
+        *x ^= *x >> 17;
+        *x ^= *x << 5;
+    }
+    *streams
+}
+
+/// One element of [`adam`].
+#[inline(always)]
+fn update(w: &mut f32, g: f32, m: &mut u16, v: &mut u16, s: &AdamStep, bits: u32) {
+    let mi = s.beta1 * to_f32(*m) + (1.0 - s.beta1) * g;
+    let vi = s.beta2 * to_f32(*v) + (1.0 - s.beta2) * g * g;
+    *w -= s.step_size * mi / (vi.sqrt() * s.inv_sqrt_bias2 + s.eps);
+    *m = from_f32_stochastic(mi, bits as u16);
+    *v = from_f32_stochastic(vi, (bits >> 16) as u16);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversions_round_as_documented() {
+        let (tiny, huge) = (2f32.powi(-100), 1.5 * 2f32.powi(100));
+        for x in [0.0f32, -0.0, 1.0, -2.5, tiny, huge, f32::INFINITY] {
+            // Values with 8 significant bits are BF16 already.
+            let b = from_f32_nearest(x);
+            assert_eq!(to_f32(b).to_bits(), x.to_bits() & 0xffff_0000, "{x}");
+        }
+        // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even (1.0).
+        assert_eq!(to_f32(from_f32_nearest(1.0 + 1.0 / 256.0)), 1.0);
+        // 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 (odd) and 1 + 2^-6: rounds up.
+        assert_eq!(
+            to_f32(from_f32_nearest(1.0 + 3.0 / 256.0)),
+            1.0 + 1.0 / 64.0
+        );
+        assert_eq!(
+            to_f32(from_f32_nearest(1.0 + 1.0 / 200.0)),
+            1.0 + 1.0 / 128.0
+        );
+        assert!(to_f32(from_f32_nearest(f32::NAN)).is_nan());
+        assert!(to_f32(from_f32_nearest(-f32::NAN)).is_nan());
+        assert_eq!(to_f32(from_f32_nearest(f32::MAX)), f32::INFINITY);
+        // Stochastic: exact values never move; others go to a neighbour.
+        assert_eq!(to_f32(from_f32_stochastic(1.5, 0xffff)), 1.5);
+        let x = 1.0 + 1.0 / 300.0;
+        assert_eq!(to_f32(from_f32_stochastic(x, 0)), 1.0);
+        assert_eq!(to_f32(from_f32_stochastic(x, 0xffff)), 1.0 + 1.0 / 128.0);
+        assert_eq!(
+            to_f32(from_f32_stochastic(-x, 0xffff)),
+            -(1.0 + 1.0 / 128.0)
+        );
+        assert!(!to_f32(from_f32_stochastic(f32::NAN, 0xffff)).is_finite());
+        assert_eq!(
+            to_f32(from_f32_stochastic(f32::INFINITY, 0xffff)),
+            f32::INFINITY
+        );
+    }
+
+    /// Over many draws, stochastic rounding's mean is the value (within sampling error),
+    /// where rounding to nearest is off by a fixed fraction of a unit.
+    #[test]
+    fn stochastic_rounding_is_unbiased() {
+        let x = 1.0f32 + 0.3 / 128.0; // 30% of a BF16 unit above 1
+        let draws = 1 << 16;
+        let mean: f64 = (0..draws)
+            .map(|k| f64::from(to_f32(from_f32_stochastic(x, mix32(k) as u16))))
+            .sum::<f64>()
+            / f64::from(draws);
+        let unit = 1.0 / 128.0;
+        // The standard error of the mean is sqrt(0.3 * 0.7) / 256 units, about 0.002.
+        assert!(
+            (mean - f64::from(x)).abs() < 0.01 * unit,
+            "mean {mean} vs {x}"
+        );
+        assert_eq!(to_f32(from_f32_nearest(x)), 1.0);
+    }
+
+    /// The BF16 update is the f32 update on the widened moments, the new moments rounded to
+    /// one of their BF16 neighbours; a long run of identical tiny gradients still moves the
+    /// first moment towards the gradient (rounding to nearest would freeze it).
+    #[test]
+    fn the_bf16_update_follows_the_f32_one() {
+        let n = 37;
+        let g: Vec<f32> = (0..n).map(|i| ((i * 7 % 13) as f32 - 6.0) * 1e-3).collect();
+        let m0: Vec<u16> = g.iter().map(|x| from_f32_nearest(x * 0.5)).collect();
+        let v0: Vec<u16> = g.iter().map(|x| from_f32_nearest(x * x)).collect();
+        let s = AdamStep::new(1e-2, 0.9, 0.999, 1e-8, 7);
+        let w0: Vec<f32> = (0..n).map(|i| i as f32 * 0.01).collect();
+        let (mut w, mut m, mut v) = (w0.clone(), m0.clone(), v0.clone());
+        adam(&mut w, &g, &mut m, &mut v, &s, 12345);
+        let mut fw = w0.clone();
+        let mut fm: Vec<f32> = m0.iter().map(|&b| to_f32(b)).collect();
+        let mut fv: Vec<f32> = v0.iter().map(|&b| to_f32(b)).collect();
+        super::super::scalar::adam(&mut fw, &g, &mut fm, &mut fv, &s);
+        assert_eq!(w, fw);
+        for i in 0..n {
+            let (lo, hi) = (fm[i].to_bits() >> 16, (fm[i].to_bits() >> 16) + 1);
+            assert!((lo..=hi).contains(&u32::from(m[i])), "m[{i}]");
+            let (lo, hi) = (fv[i].to_bits() >> 16, (fv[i].to_bits() >> 16) + 1);
+            assert!((lo..=hi).contains(&u32::from(v[i])), "v[{i}]");
+        }
+
+        // m = 1.0; gradient 0.99 for 200 steps: m -> 0.99 (0.9^200 of the gap is left).
+        // Rounded to nearest every step, m would stay at 1.0: the step 0.1 * 0.01 is an
+        // eighth of a BF16 unit at 1.
+        let (mut w, mut m, mut v) = (vec![0.0f32], vec![from_f32_nearest(1.0)], vec![0u16]);
+        for t in 1..=200u32 {
+            adam(
+                &mut w,
+                &[0.99],
+                &mut m,
+                &mut v,
+                &s,
+                row_seed(0, u64::from(t)),
+            );
+        }
+        assert!((to_f32(m[0]) - 0.99).abs() < 0.006, "m = {}", to_f32(m[0]));
+    }
+}

@@ -468,8 +468,21 @@ impl HashTables {
         let (l, num_ids) = (self.config.l, self.config.num_ids);
         let threads = rayon::current_num_threads();
         if self.code_buffers.len() < threads {
-            self.code_buffers
-                .resize_with(threads, || Mutex::new(CodeBuffer::for_family(family)));
+            // Sized here for a whole task (the row-batch scratch of `hash_rows` too), not by
+            // the first task a worker happens to take: which worker takes tasks varies from
+            // run to run, and a worker's first task would then allocate in a steady-state
+            // step (the allocation test caught it about once in ten runs).
+            let dim = family.dim();
+            let zeros = vec![0.0f32; ROWS_PER_TASK * dim];
+            self.code_buffers.resize_with(threads, || {
+                let mut buffer = CodeBuffer::for_family(family);
+                let mut rows = vec![0u32; ROWS_PER_TASK * l];
+                family
+                    .hash_rows(&zeros, dim, ROWS_PER_TASK, &mut buffer, &mut rows)
+                    .expect("zero rows of the family's dimension are valid input");
+                buffer.rows = rows;
+                Mutex::new(buffer)
+            });
         }
         // Codes are stored in blocks of ROWS_PER_TASK ids, table-major inside a block, so
         // each table then reads its own codes in runs of ROWS_PER_TASK consecutive values

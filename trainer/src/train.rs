@@ -69,7 +69,10 @@ struct Record {
     top1_output: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     label_share: Option<f64>,
+    /// Per layer: mean active neurons per sample in the last step.
     active_per_sample: Vec<f64>,
+    /// Per layer: stored rows the update touched, mean per step since the previous record
+    /// (the last step alone would be the epoch's partial batch at the end of an epoch).
     rows_touched: Vec<usize>,
     /// Per layer (null without LSH): mean active ids per sample from forced labels, from
     /// the tables and from random fill, and the candidates the buckets held.
@@ -438,6 +441,7 @@ pub fn run(
     let mut phases = slide::PhaseTimes::default();
     let training = Instant::now();
     let (mut samples, mut window_loss, mut window_steps) = (0usize, 0.0, 0usize);
+    let mut window_rows: Vec<usize> = Vec::new();
     let mut last_eval: Option<EvalStats> = None;
     let mut last_lsh: Option<f64> = None;
     // Seconds spent evaluating and probing recall, which the training throughput excludes.
@@ -501,6 +505,10 @@ pub fn run(
             phases += stats.times;
             window_loss += stats.loss;
             window_steps += 1;
+            window_rows.resize(stats.rows_touched.len(), 0);
+            for (sum, &rows) in window_rows.iter_mut().zip(&stats.rows_touched) {
+                *sum += rows;
+            }
             let step = net.step();
             let end_of_epoch = b + 1 == count;
             let stopping = t.max_steps > 0 && step >= t.max_steps;
@@ -606,7 +614,10 @@ pub fn run(
                     top1_output: eval.map(|e| e.top1_output),
                     label_share: eval.map(|e| e.label_share),
                     active_per_sample: stats.active_per_sample.clone(),
-                    rows_touched: stats.rows_touched.clone(),
+                    rows_touched: window_rows
+                        .iter()
+                        .map(|&sum| (sum as f64 / window_steps as f64).round() as usize)
+                        .collect(),
                     active_sources: sources(&stats),
                     tables: occupancy(&net),
                     recall,
@@ -634,6 +645,7 @@ pub fn run(
                 }
                 window_loss = 0.0;
                 window_steps = 0;
+                window_rows.fill(0);
             }
             if let Some(bar) = &bar {
                 bar.set_position(step);

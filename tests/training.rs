@@ -631,38 +631,35 @@ fn streamed_state_is_the_exported_state_in(moments: MomentPrecision) {
     let mut original = Network::new(resumable_config(22)).unwrap();
     train(&mut original, &data, 11, 16);
     let state = original.export_state();
-    let mut files = std::collections::BTreeMap::new();
-    for t in original.state_tensors() {
-        let mut bytes = Vec::new();
-        original
-            .write_state_tensor(&t.name, &mut |piece: &[u8]| -> Result<(), SlideError> {
-                bytes.extend_from_slice(piece);
-                Ok(())
-            })
-            .unwrap();
-        assert_eq!(bytes.len(), t.byte_len(), "{}", t.name);
-        files.insert(t.name.clone(), (t, bytes));
-    }
+    let Files(files) = stream(&original);
     let le = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
     assert_eq!(files["layers.1.weight"].1, le(&state.layers[1].weights));
-    assert_eq!(files["layers.0.adam_v"].1, le(&state.layers[0].v));
+    // Moments as the layer keeps them: BF16 moments are written as BF16 (the exported f32
+    // values are exactly the BF16 ones widened, so their upper halves).
+    let moments = match moments {
+        MomentPrecision::F32 => le(&state.layers[0].v),
+        MomentPrecision::Bf16 => state.layers[0]
+            .v
+            .iter()
+            .flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes())
+            .collect(),
+    };
+    assert!(files["layers.0.adam_v"].1 == moments, "adam_v bytes");
+    let elem = files["layers.1.adam_m"].0.elem;
+    assert_eq!(
+        elem.bytes(),
+        if moments.len() == le(&state.layers[0].v).len() {
+            4
+        } else {
+            2
+        }
+    );
     assert_eq!(
         files["layers.1.query_center"].1,
         le(&state.layers[1].center)
     );
     assert_eq!(files.len(), 8 + 13);
 
-    struct Files(std::collections::BTreeMap<String, (StateTensor, Vec<u8>)>);
-    impl StateSource for Files {
-        type Error = SlideError;
-        fn tensor(&self, name: &str) -> Option<(Elem, Vec<usize>)> {
-            self.0.get(name).map(|(t, _)| (t.elem, t.shape.clone()))
-        }
-        fn read(&mut self, name: &str, offset: usize, out: &mut [u8]) -> Result<(), SlideError> {
-            out.copy_from_slice(&self.0[name].1[offset..offset + out.len()]);
-            Ok(())
-        }
-    }
     let scalars = original.state_scalars();
     let mut files = Files(files);
     let mut restored = Network::new(resumable_config(22)).unwrap();
@@ -676,6 +673,36 @@ fn streamed_state_is_the_exported_state_in(moments: MomentPrecision) {
         .read_state(&scalars, &mut files)
         .unwrap_err();
     assert!(e.to_string().contains("`bias` is F32 [23]"), "{e}");
+}
+
+/// A network's state tensors as a checkpoint holds them, by name.
+struct Files(std::collections::BTreeMap<String, (StateTensor, Vec<u8>)>);
+
+impl StateSource for Files {
+    type Error = SlideError;
+    fn tensor(&self, name: &str) -> Option<(Elem, Vec<usize>)> {
+        self.0.get(name).map(|(t, _)| (t.elem, t.shape.clone()))
+    }
+    fn read(&mut self, name: &str, offset: usize, out: &mut [u8]) -> Result<(), SlideError> {
+        out.copy_from_slice(&self.0[name].1[offset..offset + out.len()]);
+        Ok(())
+    }
+}
+
+/// Every state tensor `net` streams, checked against its declared size.
+fn stream(net: &Network) -> Files {
+    let mut files = std::collections::BTreeMap::new();
+    for t in net.state_tensors() {
+        let mut bytes = Vec::new();
+        net.write_state_tensor(&t.name, &mut |piece: &[u8]| -> Result<(), SlideError> {
+            bytes.extend_from_slice(piece);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(bytes.len(), t.byte_len(), "{}", t.name);
+        files.insert(t.name.clone(), (t, bytes));
+    }
+    Files(files)
 }
 
 /// A network restored from an exported state continues bit for bit like the original:
@@ -951,6 +978,21 @@ fn bf16_moments_train_like_f32_moments_and_share_their_state() {
         Network::with_empty_tables(resumable_config_in(MomentPrecision::F32, 5)).unwrap();
     into_f32.import_state(&back).unwrap();
     assert_eq!(into_f32.export_state(), back);
+    // The same through streamed tensors (a checkpoint's path): the BF16 network writes BF16
+    // moments, which an F32 network widens exactly; and back, rounded to nearest, unchanged.
+    let scalars = into_bf16.state_scalars();
+    let mut streamed = stream(&into_bf16);
+    assert_eq!(streamed.0["layers.1.adam_v"].0.elem, Elem::Bf16);
+    let mut widened =
+        Network::with_empty_tables(resumable_config_in(MomentPrecision::F32, 5)).unwrap();
+    widened.read_state(&scalars, &mut streamed).unwrap();
+    assert_eq!(widened.export_state(), back);
+    let mut narrowed =
+        Network::with_empty_tables(resumable_config_in(MomentPrecision::Bf16, 5)).unwrap();
+    narrowed
+        .read_state(&scalars, &mut stream(&widened))
+        .unwrap();
+    assert_eq!(narrowed.export_state(), back);
     // A non-finite BF16 moment is seen.
     assert!(into_bf16.is_finite());
     let mut broken = back.clone();

@@ -178,9 +178,11 @@ pub enum MomentPrecision {
     /// BF16 (the upper half of an f32), updated in f32 and stored with stochastic rounding
     /// (see [`crate::kernels::bf16`]): `8 n` bytes per row with the f32 weights. The sparse
     /// update of a wide output layer is bound by memory traffic, so it moves a third fewer
-    /// bytes; at the Amazon-670K shape the accuracy is the same (README). Exported states
-    /// and checkpoints hold the moments in f32 either way, so either kind of layer reads
-    /// either (a BF16 layer rounds f32 moments to nearest).
+    /// bytes; at the Amazon-670K shape the accuracy is the same (README). Streamed states
+    /// (checkpoints) hold the moments as BF16 tensors, exported [`LayerState`]s as f32;
+    /// either kind of layer reads either (a BF16 layer rounds f32 moments to nearest).
+    ///
+    /// [`LayerState`]: crate::LayerState
     Bf16,
 }
 

@@ -168,7 +168,8 @@ impl SparseLayer {
     }
 
     /// The arrays of the layer's state as [`write_state_tensor`](Self::write_state_tensor)
-    /// writes them, by the names checkpoints give them (`weight`, `adam_m`, `adam_v`,
+    /// writes them (the weights' moments in the layer's [`MomentPrecision`]), by the names
+    /// checkpoints give them (`weight`, `adam_m`, `adam_v`,
     /// `row_steps`, `bias`, `bias_adam_m`, `bias_adam_v`, `bias_steps`, and where in use
     /// `shared_negatives`, `query_center`, `tables.buckets`, `tables.store`,
     /// `tables.store_offsets`), sorted by name.
@@ -179,10 +180,15 @@ impl SparseLayer {
             elem,
             shape,
         };
+        // Moments as the layer keeps them: a BF16 layer's are written as they are.
+        let moments = match self.moments {
+            MomentPrecision::F32 => Elem::F32,
+            MomentPrecision::Bf16 => Elem::Bf16,
+        };
         let mut out = vec![
             t("weight", Elem::F32, vec![rows, row_len]),
-            t("adam_m", Elem::F32, vec![rows, row_len]),
-            t("adam_v", Elem::F32, vec![rows, row_len]),
+            t("adam_m", moments, vec![rows, row_len]),
+            t("adam_v", moments, vec![rows, row_len]),
             t("row_steps", Elem::U32, vec![rows]),
             t("bias", Elem::F32, vec![n]),
             t("bias_adam_m", Elem::F32, vec![n]),
@@ -227,6 +233,15 @@ impl SparseLayer {
         let u32s: fn(u32) -> [u8; 4] = u32::to_le_bytes;
         match name {
             "weight" => part(Part::Weights, sink),
+            "adam_m" | "adam_v" if self.moments == MomentPrecision::Bf16 => {
+                let from = if name == "adam_m" { 0 } else { self.stride };
+                let mut out = Pieces::new(sink);
+                for block in self.params.chunks_exact(self.block()) {
+                    let halves: &[u16] = bytemuck::cast_slice(&block[self.stride..]);
+                    out.put(&halves[from..from + row_len], u16::to_le_bytes)?;
+                }
+                out.finish()
+            }
             "adam_m" => part(Part::M, sink),
             "adam_v" => part(Part::V, sink),
             "bias" => write_rows(std::iter::once(&self.bias[..]), f32s, sink),
@@ -280,8 +295,11 @@ impl SparseLayer {
             {
                 continue;
             }
+            // The moments read in either precision, whatever the layer keeps.
+            let moment = matches!(t.name.as_str(), "adam_m" | "adam_v");
             match source.tensor(&t.name) {
                 Some((elem, shape)) if elem == t.elem && shape == t.shape => {}
+                Some((Elem::F32 | Elem::Bf16, shape)) if moment && shape == t.shape => {}
                 Some((elem, shape)) => {
                     return Err(fail(format!(
                         "`{}` is {elem:?} {shape:?}, the layer's {:?} {:?}",
@@ -325,17 +343,34 @@ impl SparseLayer {
             ("adam_m", Part::M),
             ("adam_v", Part::V),
         ] {
+            let elem = source.tensor(name).map_or(Elem::F32, |(elem, _)| elem);
+            let size = elem.bytes();
             for first in (0..rows).step_by(rows_per_piece) {
                 let count = rows_per_piece.min(rows - first);
-                let piece = &mut bytes[..count * row_len * 4];
-                source.read(name, first * row_len * 4, piece)?;
+                let piece = &mut bytes[..count * row_len * size];
+                source.read(name, first * row_len * size, piece)?;
                 let blocks = &mut self.params[first * block..(first + count) * block];
                 for (block, row) in blocks
                     .chunks_exact_mut(block)
-                    .zip(piece.chunks_exact(row_len * 4))
+                    .zip(piece.chunks_exact(row_len * size))
                 {
-                    for (x, b) in values.iter_mut().zip(row.chunks_exact(4)) {
-                        *x = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                    if elem == Elem::Bf16 && self.moments == MomentPrecision::Bf16 {
+                        // BF16 into BF16: the values as they are.
+                        let from = if which == Part::M { 0 } else { stride };
+                        let halves: &mut [u16] = bytemuck::cast_slice_mut(&mut block[stride..]);
+                        for (h, b) in halves[from..from + row_len]
+                            .iter_mut()
+                            .zip(row.chunks_exact(2))
+                        {
+                            *h = u16::from_le_bytes([b[0], b[1]]);
+                        }
+                        continue;
+                    }
+                    for (x, b) in values.iter_mut().zip(row.chunks_exact(size)) {
+                        *x = match elem {
+                            Elem::Bf16 => bf16::to_f32(u16::from_le_bytes([b[0], b[1]])),
+                            _ => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                        };
                     }
                     Self::write_part(self.moments, stride, which, block, &values);
                 }
@@ -412,17 +447,21 @@ impl<'s, E> Pieces<'s, E> {
         }
     }
 
-    fn put<T: Copy>(&mut self, values: &[T], le: fn(T) -> [u8; 4]) -> std::result::Result<(), E> {
-        for part in values.chunks(PIECE / 4) {
-            if self.at + part.len() * 4 > PIECE {
+    fn put<T: Copy, const N: usize>(
+        &mut self,
+        values: &[T],
+        le: fn(T) -> [u8; N],
+    ) -> std::result::Result<(), E> {
+        for part in values.chunks(PIECE / N) {
+            if self.at + part.len() * N > PIECE {
                 (self.sink)(&self.buf[..self.at])?;
                 self.at = 0;
             }
-            let bytes = &mut self.buf[self.at..self.at + part.len() * 4];
-            for (b, &v) in bytes.chunks_exact_mut(4).zip(part) {
+            let bytes = &mut self.buf[self.at..self.at + part.len() * N];
+            for (b, &v) in bytes.chunks_exact_mut(N).zip(part) {
                 b.copy_from_slice(&le(v));
             }
-            self.at += part.len() * 4;
+            self.at += part.len() * N;
         }
         Ok(())
     }
@@ -516,12 +555,15 @@ pub enum Elem {
     U32,
     /// `u64`.
     U64,
+    /// BF16 (the upper half of an `f32`; see [`crate::kernels::bf16`]).
+    Bf16,
 }
 
 impl Elem {
     /// Bytes per element.
     pub fn bytes(self) -> usize {
         match self {
+            Elem::Bf16 => 2,
             Elem::F32 | Elem::U32 => 4,
             Elem::U64 => 8,
         }

@@ -160,6 +160,7 @@ fn dtype(elem: Elem) -> Dtype {
         Elem::F32 => Dtype::F32,
         Elem::U32 => Dtype::U32,
         Elem::U64 => Dtype::U64,
+        Elem::Bf16 => Dtype::BF16,
     }
 }
 
@@ -460,6 +461,7 @@ impl<R: Read + Seek> StateSource for FileSource<R> {
             Dtype::F32 => Elem::F32,
             Dtype::U32 => Elem::U32,
             Dtype::U64 => Elem::U64,
+            Dtype::BF16 => Elem::Bf16,
             _ => return None,
         };
         Some((elem, info.shape.clone()))
@@ -675,6 +677,50 @@ mod tests {
         let position = load(&path, &mut net, &identity, Require::Network).unwrap();
         assert_eq!(position, Position { epoch: 1, batch: 3 });
         assert_eq!(net.export_state(), state);
+    }
+
+    /// A layer that keeps its moments in BF16 writes them as safetensors BF16 tensors (half
+    /// the bytes) and reads them back bit for bit; a network of the same architecture with
+    /// f32 moments reads the same file (the moments widened exactly).
+    #[test]
+    fn bf16_moments_are_written_as_bf16() {
+        let mut bf16 = config(0.01);
+        bf16.layers[1].moments = slide::MomentPrecision::Bf16;
+        let mut net = Network::new(bf16.clone()).unwrap();
+        let mut state = net.export_state();
+        let layer = &mut state.layers[1];
+        for (i, (m, v)) in layer.m.iter_mut().zip(&mut layer.v).enumerate() {
+            (*m, *v) = (0.01 * i as f32 - 0.05, 1e-4 * (i + 1) as f32);
+        }
+        net.import_state(&state).unwrap();
+        let state = net.export_state();
+        assert!(state.layers[1].m.iter().any(|&m| m != 0.0));
+        let dir = std::env::temp_dir().join(format!("slide-ckpt-bf16-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let identity = Identity::of(&bf16, 8);
+        let position = Position { epoch: 1, batch: 3 };
+        let path = save(&dir, &net, position, &identity, 1).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let m = file.tensor("layers.1.adam_m").unwrap();
+        assert_eq!(
+            (m.dtype(), m.shape(), m.data().len()),
+            (Dtype::BF16, &[3, 4][..], 24)
+        );
+        assert_eq!(file.tensor("layers.0.adam_m").unwrap().dtype(), Dtype::F32);
+        let mut back = Network::new(NetworkConfig { seed: 4, ..bf16 }).unwrap();
+        load(&path, &mut back, &identity, Require::Everything).unwrap();
+        assert_eq!(back.export_state(), state);
+        let mut widened = Network::new(NetworkConfig {
+            seed: 4,
+            ..config(0.01)
+        })
+        .unwrap();
+        let f32_identity = Identity::of(&config(0.01), 8);
+        assert_eq!(f32_identity.network, identity.network);
+        load(&path, &mut widened, &f32_identity, Require::Network).unwrap();
+        assert_eq!(widened.export_state(), state);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The tensor hash does not depend on how the bytes are split into pieces, and the word

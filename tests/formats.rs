@@ -1,19 +1,21 @@
 //! Data readers: real files, and a table of malformed inputs with the exact error each gives.
 
+mod common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use common::scratch::Scratch;
 
 use slide::Examples;
 use slide::formats::FormatError;
 use slide::formats::idx::{read_idx, read_images};
 use slide::formats::xmc::{XmcShape, read_libsvm, read_xmc};
 
-/// A fresh directory under the system temp dir, unique to this test and process.
-fn scratch_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("slide-formats-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under the system temp dir, unique to this test and process, removed
+/// when the test passes.
+fn scratch_dir(test: &str) -> Scratch {
+    Scratch::new("formats", test)
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {

@@ -2,6 +2,8 @@
 //! reference implementation of the network's loss.
 #![allow(dead_code)]
 
+pub mod scratch;
+
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling, Vector};

@@ -588,9 +588,15 @@ fn read_checkpoint<R: Read + Seek>(
 /// The largest header read (safetensors' own limit).
 const MAX_HEADER: u64 = 100_000_000;
 
+/// The integration tests' self-removing scratch folder, for the tests below.
+#[cfg(test)]
+#[path = "../../tests/common/scratch.rs"]
+mod scratch;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use scratch::Scratch;
     use slide::{Activation, AdamConfig, Init, LayerConfig, RebuildSchedule, WeightLayout};
 
     fn config(lr: f32) -> NetworkConfig {
@@ -614,20 +620,21 @@ mod tests {
         }
     }
 
-    fn saved(dir: &str) -> (PathBuf, Identity) {
-        let dir = std::env::temp_dir().join(format!("slide-ckpt-{dir}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+    /// A checkpoint of a fresh network in a scratch folder (removed when the test passes).
+    fn saved(test: &str) -> (Scratch, PathBuf, Identity) {
+        let dir = Scratch::new("ckpt", test);
         let identity = Identity::of(&config(0.01), 8);
         let net = Network::new(config(0.01)).unwrap();
         let position = Position { epoch: 1, batch: 3 };
-        (save(&dir, &net, position, &identity, 1).unwrap(), identity)
+        let path = save(&dir, &net, position, &identity, 1).unwrap();
+        (dir, path, identity)
     }
 
     /// Evaluation needs the same network only; a resume needs every setting and names the
     /// ones that differ.
     #[test]
     fn evaluation_needs_the_network_and_a_resume_every_setting() {
-        let (path, identity) = saved("identity");
+        let (_dir, path, identity) = saved("identity");
         let mut net = Network::new(config(0.01)).unwrap();
         assert!(load(&path, &mut net, &identity, Require::Everything).is_ok());
         let other_lr = Identity::of(&config(0.5), 8);
@@ -655,7 +662,7 @@ mod tests {
     /// tensors are the exported state, and loading it restores that state.
     #[test]
     fn a_written_checkpoint_is_safetensors_of_the_state() {
-        let (path, identity) = saved("layout");
+        let (_dir, path, identity) = saved("layout");
         let bytes = std::fs::read(&path).unwrap();
         let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
         let state = Network::new(config(0.01)).unwrap().export_state();
@@ -695,8 +702,7 @@ mod tests {
         net.import_state(&state).unwrap();
         let state = net.export_state();
         assert!(state.layers[1].m.iter().any(|&m| m != 0.0));
-        let dir = std::env::temp_dir().join(format!("slide-ckpt-bf16-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = Scratch::new("ckpt", "bf16");
         let identity = Identity::of(&bf16, 8);
         let position = Position { epoch: 1, batch: 3 };
         let path = save(&dir, &net, position, &identity, 1).unwrap();
@@ -720,7 +726,6 @@ mod tests {
         assert_eq!(f32_identity.network, identity.network);
         load(&path, &mut widened, &f32_identity, Require::Network).unwrap();
         assert_eq!(widened.export_state(), state);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The tensor hash does not depend on how the bytes are split into pieces, and the word
@@ -757,7 +762,7 @@ mod tests {
     /// The checksum covers the run's position: an edited epoch is refused as corrupt.
     #[test]
     fn a_changed_position_fails_the_checksum() {
-        let (path, identity) = saved("position");
+        let (_dir, path, identity) = saved("position");
         let bytes = std::fs::read(&path).unwrap();
         let text = String::from_utf8_lossy(&bytes);
         let at = text.find("\"batch\":\"3\"").expect("batch in the header");

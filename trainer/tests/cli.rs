@@ -1,7 +1,12 @@
 //! The real `slide-train` binary: end-to-end runs and one-line errors with exit status 2.
 
+#[path = "../../tests/common/scratch.rs"]
+mod scratch;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use scratch::Scratch;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -10,11 +15,8 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("slide-train-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(test: &str) -> Scratch {
+    Scratch::new("train", test)
 }
 
 fn slide_train(args: &[&str]) -> Output {

@@ -15,16 +15,18 @@
 //! 100,000 labels ends its third epoch at 2.7 times its label share with lr 1e-3, at 0.9
 //! times with lr 4e-3).
 
-use std::path::{Path, PathBuf};
+#[path = "../../tests/common/scratch.rs"]
+mod scratch;
+
+use std::path::Path;
 use std::sync::atomic::AtomicUsize;
+
+use scratch::Scratch;
 
 use slide_trainer::{config, generate, train};
 
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("slide-collapse-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(test: &str) -> Scratch {
+    Scratch::new("collapse", test)
 }
 
 /// The last evaluation line of a metrics file.
@@ -150,5 +152,4 @@ fn exact_scoring_holds_where_the_old_recipe_collapses() {
         share >= 0.75,
         "tables gave {share} of the non-label outputs"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

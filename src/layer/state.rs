@@ -153,13 +153,20 @@ impl SparseLayer {
 
     /// Adam's `(m, v)` at position `col` of row `row`, as f32.
     pub(crate) fn moments_at(&self, row: usize, col: usize) -> (f32, f32) {
-        let block = &self.params[row * self.block()..][..self.block()];
-        let mut widened = vec![0.0f32; col + 1];
-        let mut at = |which| {
-            self.read_part(which, block, &mut widened);
-            widened[col]
-        };
-        (at(Part::M), at(Part::V))
+        let (block, stride) = (
+            &self.params[row * self.block()..][..self.block()],
+            self.stride,
+        );
+        match self.moments {
+            MomentPrecision::F32 => (block[stride + col], block[2 * stride + col]),
+            MomentPrecision::Bf16 => {
+                let halves: &[u16] = bytemuck::cast_slice(&block[stride..]);
+                (
+                    bf16::to_f32(halves[col]),
+                    bf16::to_f32(halves[stride + col]),
+                )
+            }
+        }
     }
 
     /// The tables' generation, for sampled layers (see [`slide_lsh::TablesState`]).

@@ -87,7 +87,7 @@ pub mod workspace;
 pub use config::{NetworkConfig, RebuildSchedule};
 pub use data::{DenseExamples, Examples, SparseExamples};
 pub use error::{Result, SlideError};
-pub use eval::EVAL_BLOCK;
+pub use eval::{EVAL_BLOCK, EvalPrecision};
 pub use layer::{
     Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
     MomentPrecision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, WeightLayout,

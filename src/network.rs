@@ -9,6 +9,7 @@ use slide_lsh::mix64;
 
 use crate::config::{NetworkConfig, RebuildSchedule};
 use crate::error::{Result, SlideError, config_error};
+use crate::eval::EvalPrecision;
 use crate::layer::MemorySource as LayerMemory;
 use crate::layer::{Elem, LayerState, SparseLayer, StateSource, StateTensor};
 use crate::optimizer::Adam;
@@ -67,11 +68,32 @@ pub struct Network {
     layers: Vec<SparseLayer>,
     adam: Adam,
     pub(crate) schedule: Progress,
+    /// How exact evaluation scores every output.
+    pub(crate) eval_precision: EvalPrecision,
     /// Tells workspaces which network they were sized for.
     id: u64,
 }
 
 impl Network {
+    /// Sets how [`Mode::EvalExact`](crate::Mode::EvalExact) scores every output of the
+    /// output layer ([`EvalPrecision::F32`] unless set). [`EvalPrecision::Bf16`] needs a CPU
+    /// with AVX512-BF16 (an error otherwise).
+    pub fn set_eval_precision(&mut self, precision: EvalPrecision) -> Result<()> {
+        if precision == EvalPrecision::Bf16 && !crate::kernels::has_bf16_dot() {
+            return Err(config_error(
+                "eval precision",
+                "BF16 scoring needs a CPU with AVX512-BF16",
+            ));
+        }
+        self.eval_precision = precision;
+        Ok(())
+    }
+
+    /// How exact evaluation scores every output (see [`set_eval_precision`](Self::set_eval_precision)).
+    pub fn eval_precision(&self) -> EvalPrecision {
+        self.eval_precision
+    }
+
     /// Validates `config` and builds the network (weights initialised from the seed, LSH
     /// tables built).
     pub fn new(config: NetworkConfig) -> Result<Self> {
@@ -112,6 +134,7 @@ impl Network {
                 next_rebuild: period,
                 period: period as f64,
             },
+            eval_precision: EvalPrecision::F32,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         })
     }

@@ -136,3 +136,47 @@ fn scores_gemm_matches_a_plain_product() {
         }
     }
 }
+
+/// The BF16 scores equal an f64 product of the BF16-rounded values (sums in f32 differ
+/// only by rounding), for sample and row counts that are not multiples of the tiles, and
+/// an odd dimension.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn bf16_scores_match_a_product_of_rounded_values() {
+    use slide::kernels::x86_64::{has_bf16_dot, pack_inputs_bf16, pack_rows_bf16, scores_bf16};
+    if !has_bf16_dot() {
+        eprintln!("no AVX512-BF16 on this CPU: not checked");
+        return;
+    }
+    let (n, dim, rows, stride) = (13, 37, 45, 48);
+    let x: Vec<f32> = (0..n * dim)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+        .collect();
+    let w: Vec<f32> = (0..rows * stride)
+        .map(|i| ((i * 53 % 89) as f32 - 44.0) / 30.0)
+        .collect();
+    let (mut px, mut pw) = (Vec::new(), Vec::new());
+    pack_inputs_bf16(&x, n, dim, &mut px);
+    pack_rows_bf16(&w, rows, stride, dim, &mut pw);
+    let mut out = vec![f32::NAN; n * rows];
+    scores_bf16(&px, n, dim.div_ceil(2), &pw, rows, &mut out);
+    let round = |v: f32| f64::from(bf16::to_f32(bf16::from_f32_nearest(v)));
+    for s in 0..n {
+        for j in 0..rows {
+            let (mut want, mut magnitude, mut exact) = (0.0f64, 0.0f64, 0.0f64);
+            for k in 0..dim {
+                let p = round(x[s * dim + k]) * round(w[j * stride + k]);
+                want += p;
+                magnitude += p.abs();
+                exact += f64::from(x[s * dim + k]) * f64::from(w[j * stride + k]);
+            }
+            let got = f64::from(out[s * rows + j]);
+            assert!(
+                (got - want).abs() <= 1e-5 * magnitude + 1e-6,
+                "({s}, {j}): {got} vs {want}"
+            );
+            // Against the f32 values: within BF16's rounding of each factor.
+            assert!((got - exact).abs() <= 2.0 / 256.0 * magnitude + 1e-6);
+        }
+    }
+}

@@ -124,6 +124,37 @@ pub fn kernels() -> &'static Kernels {
     })
 }
 
+/// Whether this CPU scores with BF16 products ([`scores_bf16`]; AVX512-BF16, x86-64 only).
+pub fn has_bf16_dot() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86_64::has_bf16_dot()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+pub use x86_64::{pack_inputs_bf16, pack_rows_bf16, scores_bf16};
+
+/// Without x86-64 there is no BF16 scoring ([`has_bf16_dot`] is false, so nothing calls these).
+#[cfg(not(target_arch = "x86_64"))]
+pub fn pack_inputs_bf16(_: &[f32], _: usize, _: usize, _: &mut Vec<u32>) {
+    unreachable!("BF16 scoring needs x86-64")
+}
+
+/// See the x86-64 version.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn pack_rows_bf16(_: &[f32], _: usize, _: usize, _: usize, _: &mut Vec<u32>) {
+    unreachable!("BF16 scoring needs x86-64")
+}
+
+/// See the x86-64 version.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn scores_bf16(_: &[u32], _: usize, _: usize, _: &[u32], _: usize, _: &mut [f32]) {
+    unreachable!("BF16 scoring needs x86-64")
+}
+
 /// Asks the CPU to start loading the cache lines of the `bytes` bytes from `start` into L1:
 /// a hint that reads nothing, cannot fault and changes no result (nothing on other
 /// architectures). A pointer rather than a slice, so that a row another thread may be

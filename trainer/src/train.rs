@@ -279,12 +279,14 @@ fn prepare(config: &Config, restoring: bool) -> Result<Prepared, Failure> {
     );
     // What a checkpoint must match: the network to be evaluated, every setting to be resumed.
     let identity = checkpoint::Identity::of(&network_config, config.train.batch_size);
-    let net = if restoring {
+    let mut net = if restoring {
         Network::with_empty_tables(network_config)
     } else {
         Network::new(network_config)
     }
     .map_err(|e| input(e.into()))?;
+    net.set_eval_precision(config.train.eval_precision)
+        .map_err(|e| input(e.into()))?;
     Ok(Prepared {
         loaded,
         net,

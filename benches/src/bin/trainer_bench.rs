@@ -216,13 +216,30 @@ fn run() -> Result<(), String> {
             .map_err(|e| format!("evaluation failed: {e:?}"))?;
         evals.push((e.precision_at_1, e.samples as f64 / seconds.max(1e-9)));
     }
+    // Exact evaluation with BF16 products too, where the CPU has AVX512-BF16.
+    let bf16_eval = if slide::kernels::has_bf16_dot() {
+        let mut bf16 = cfg.clone();
+        bf16.train.eval_precision = slide::EvalPrecision::Bf16;
+        let (e, seconds) = pool
+            .install(|| {
+                train::evaluate_checkpoint(&bf16, &newest, Mode::EvalExact, Some(o.eval_samples))
+            })
+            .map_err(|e| format!("evaluation failed: {e:?}"))?;
+        format!(
+            "{:.4},{:.0}",
+            e.precision_at_1,
+            e.samples as f64 / seconds.max(1e-9)
+        )
+    } else {
+        ",".to_string()
+    };
 
-    let header = "cpu,label,labels,train_samples,epochs,threads,train_samples_per_s,p_at_1_exact,p_at_1_lsh,eval_exact_samples_per_s,eval_lsh_samples_per_s,hashing_share,forward_share,backward_share,update_share,rebuild_share,steps_rss_mib,peak_rss_mib,checkpoints,checkpoint_s,file_mb,checkpoint_alone_s,disk_write_s,steps_samples_per_s";
+    let header = "cpu,label,labels,train_samples,epochs,threads,train_samples_per_s,p_at_1_exact,p_at_1_lsh,eval_exact_samples_per_s,eval_lsh_samples_per_s,hashing_share,forward_share,backward_share,update_share,rebuild_share,steps_rss_mib,peak_rss_mib,checkpoints,checkpoint_s,file_mb,checkpoint_alone_s,disk_write_s,steps_samples_per_s,p_at_1_exact_bf16,eval_exact_bf16_samples_per_s";
     // The "training alone": the steps and rebuilds, without the checkpoints' time.
     let steps_per_s = (train_samples * o.epochs as u64) as f64
         / (f(last, "train_seconds") - f(last, "checkpoint_seconds")).max(1e-9);
     let row = format!(
-        "\"{}\",{},{},{},{},{},{:.0},{:.4},{:.4},{:.0},{:.0},{},{:.0},{:.0},{},{:.2},{:.0},{:.2},{:.2},{:.0}",
+        "\"{}\",{},{},{},{},{},{:.0},{:.4},{:.4},{:.0},{:.0},{},{:.0},{:.0},{},{:.2},{:.0},{:.2},{:.2},{:.0},{}",
         cpu_name(),
         o.label,
         cfg.network.layers.last().map_or(0, |l| l.size),
@@ -247,6 +264,7 @@ fn run() -> Result<(), String> {
         save_s,
         disk_s,
         steps_per_s,
+        bf16_eval,
     );
     if let Some(parent) = o.csv.parent() {
         std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
@@ -263,7 +281,7 @@ fn run() -> Result<(), String> {
     writeln!(csv, "{row}").map_err(|e| e.to_string())?;
     println!("{header}\n{row}");
     println!(
-        "training {:.0} samples/s, {steps_per_s:.0} without the checkpoints (P@1 exact {:.4}, LSH-mode {:.4}); exact evaluation {:.0} samples/s; peak RSS {peak_mib:.0} MiB against the steps' {steps_mib:.0} MiB ({:+.1}%); a checkpoint {checkpoint_each:.2} s in the run, {save_s:.2} s alone against {disk_s:.2} s to write and fsync {:.0} MB ({:.2}x); row appended to {}",
+        "training {:.0} samples/s, {steps_per_s:.0} without the checkpoints (P@1 exact {:.4}, LSH-mode {:.4}); exact evaluation {:.0} samples/s (BF16: P@1 and samples/s {bf16_eval}); peak RSS {peak_mib:.0} MiB against the steps' {steps_mib:.0} MiB ({:+.1}%); a checkpoint {checkpoint_each:.2} s in the run, {save_s:.2} s alone against {disk_s:.2} s to write and fsync {:.0} MB ({:.2}x); row appended to {}",
         f(last, "train_samples_per_second"),
         evals[0].0,
         evals[1].0,

@@ -107,17 +107,24 @@ fn adam_step_constants_follow_pytorch() {
     assert!((late.step_size - 0.1).abs() < 1e-6 && (late.inv_sqrt_bias2 - 1.0).abs() < 1e-6);
 }
 
+/// `n` inputs of `dim` values and `rows` weight rows `stride` apart, of varied values in
+/// [-2, 2] and [-1.5, 1.5].
+fn inputs_and_rows(n: usize, dim: usize, rows: usize, stride: usize) -> (Vec<f32>, Vec<f32>) {
+    let x = (0..n * dim)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+        .collect();
+    let w = (0..rows * stride)
+        .map(|i| ((i * 53 % 89) as f32 - 44.0) / 30.0)
+        .collect();
+    (x, w)
+}
+
 /// The blocked score product equals a plain triple loop within rounding, with rows further
 /// apart than their length (as the layers store them, moments in between).
 #[test]
 fn scores_gemm_matches_a_plain_product() {
     let (n, dim, rows, stride) = (7, 37, 45, 48);
-    let x: Vec<f32> = (0..n * dim)
-        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
-        .collect();
-    let w: Vec<f32> = (0..rows * stride)
-        .map(|i| ((i * 53 % 89) as f32 - 44.0) / 30.0)
-        .collect();
+    let (x, w) = inputs_and_rows(n, dim, rows, stride);
     let mut out = vec![f32::NAN; n * rows];
     slide::kernels::scores_gemm(&x, n, dim, &w, rows, stride, &mut out);
     for s in 0..n {
@@ -149,12 +156,7 @@ fn bf16_scores_match_a_product_of_rounded_values() {
         return;
     }
     let (n, dim, rows, stride) = (13, 37, 45, 48);
-    let x: Vec<f32> = (0..n * dim)
-        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
-        .collect();
-    let w: Vec<f32> = (0..rows * stride)
-        .map(|i| ((i * 53 % 89) as f32 - 44.0) / 30.0)
-        .collect();
+    let (x, w) = inputs_and_rows(n, dim, rows, stride);
     let (mut px, mut pw) = (Vec::new(), Vec::new());
     pack_inputs_bf16(&x, n, dim, &mut px);
     pack_rows_bf16(&w, rows, stride, dim, &mut pw);

@@ -546,17 +546,9 @@ fn precision_one_by_one(net: &mut Network, data: &dyn Examples, mode: Mode) -> [
 #[test]
 fn blocked_exact_evaluation_ranks_like_one_sample_at_a_time() {
     // 150 labels, 700 outputs: several blocks of output rows are merged per sample.
-    let data = sparse_data(slide::EVAL_BLOCK + 100, 600, 150, 16);
+    let (data, nets) = evaluation_networks();
     let all: Vec<usize> = (0..data.len()).collect();
-    for layers in [
-        vec![
-            input_major(32, Activation::Relu),
-            sampled(700, Activation::Softmax, 20),
-        ],
-        vec![sampled(700, Activation::Softmax, 20)],
-    ] {
-        let mut net = network(600, layers, 1e-2, 23);
-        train(&mut net, &data, 300, 32);
+    for mut net in nets {
         for mode in [Mode::EvalExact, Mode::EvalDense] {
             let blocked = net
                 .evaluate(&mut slide::Workspace::new(), &data, &all, mode)
@@ -675,6 +667,28 @@ fn streamed_state_is_the_exported_state_in(moments: MomentPrecision) {
     assert!(e.to_string().contains("`bias` is F32 [23]"), "{e}");
 }
 
+/// More samples than one evaluation block, 150 labels, and two networks trained 300 steps
+/// on them: a 32-wide hidden layer feeding a 700-wide sampled output, and the output on the
+/// raw 600-dimensional input.
+fn evaluation_networks() -> (slide::SparseExamples, Vec<Network>) {
+    let data = sparse_data(slide::EVAL_BLOCK + 100, 600, 150, 16);
+    let nets = [
+        vec![
+            input_major(32, Activation::Relu),
+            sampled(700, Activation::Softmax, 20),
+        ],
+        vec![sampled(700, Activation::Softmax, 20)],
+    ]
+    .into_iter()
+    .map(|layers| {
+        let mut net = network(600, layers, 1e-2, 23);
+        train(&mut net, &data, 300, 32);
+        net
+    })
+    .collect();
+    (data, nets)
+}
+
 /// BF16 exact scoring ranks like f32 scoring up to BF16's rounding: on trained networks
 /// (two blocks of samples, several blocks of output rows and a tail of rows; the output fed
 /// by a 32-wide hidden layer or by the 600-dimensional raw input; measured P@1 0.978 and 1.0
@@ -683,17 +697,9 @@ fn streamed_state_is_the_exported_state_in(moments: MomentPrecision) {
 /// AVX512-BF16.
 #[test]
 fn bf16_exact_scoring_ranks_like_f32() {
-    let data = sparse_data(slide::EVAL_BLOCK + 100, 600, 150, 16);
+    let (data, nets) = evaluation_networks();
     let all: Vec<usize> = (0..data.len()).collect();
-    for layers in [
-        vec![
-            input_major(32, Activation::Relu),
-            sampled(700, Activation::Softmax, 20),
-        ],
-        vec![sampled(700, Activation::Softmax, 20)],
-    ] {
-        let mut net = network(600, layers, 1e-2, 23);
-        train(&mut net, &data, 300, 32);
+    for mut net in nets {
         let f32s = net
             .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalExact)
             .unwrap();

@@ -221,16 +221,52 @@ pub fn pack_rows_bf16(
     let groups = rows.div_ceil(BF16_ROWS) * (BF16_ROWS / 16);
     packed.clear();
     packed.resize(groups * pairs * 16, 0);
+    let vector = has_bf16_dot();
     for r in 0..rows {
         let row = &w[r * row_stride..][..dim];
         let (g, lane) = (r / 16, r % 16);
-        for p in 0..pairs {
+        // 16 pairs (32 values) at a time with `vcvtne2ps2bf16` where the CPU has it (it
+        // rounds to nearest even like `from_f32_nearest`, but reads and writes subnormals
+        // as zero: they add nothing to a score), the rest one pair at a time.
+        let mut first = 0;
+        if vector {
+            let mut lanes = [0u32; 16];
+            while 2 * first + 32 <= dim {
+                // SAFETY: the CPU has AVX512-BF16 (checked above) and `row[2 * first..][..32]`
+                // is inside the row.
+                unsafe { convert_32(&row[2 * first..2 * first + 32], &mut lanes) };
+                for (p, &pair) in lanes.iter().enumerate() {
+                    packed[(g * pairs + first + p) * 16 + lane] = pair;
+                }
+                first += 16;
+            }
+        }
+        for p in first..pairs {
             let even = super::bf16::from_f32_nearest(row[2 * p]);
             let odd = row
                 .get(2 * p + 1)
                 .map_or(0, |&x| super::bf16::from_f32_nearest(x));
             packed[(g * pairs + p) * 16 + lane] = u32::from(even) | u32::from(odd) << 16;
         }
+    }
+}
+
+/// `out[p]` = values `2p` and `2p + 1` of `values` (32 of them) as a BF16 pair, rounded to
+/// nearest even.
+#[target_feature(enable = "avx512f,avx512bf16")]
+fn convert_32(values: &[f32], out: &mut [u32; 16]) {
+    assert_eq!(values.len(), 32);
+    // SAFETY: `values` holds 32 floats (asserted): two unaligned 512-bit loads; `out` 16 u32:
+    // one unaligned 512-bit store.
+    unsafe {
+        let low = _mm512_loadu_ps(values.as_ptr());
+        let high = _mm512_loadu_ps(values.as_ptr().add(16));
+        // The second operand fills the lower half: lane p holds values 2p and 2p + 1.
+        let pairs = _mm512_cvtne2ps_pbh(high, low);
+        _mm512_storeu_si512(
+            out.as_mut_ptr().cast(),
+            std::mem::transmute::<__m512bh, __m512i>(pairs),
+        );
     }
 }
 

@@ -179,7 +179,7 @@ impl Network {
         }
         let (weights, stride) = layer.weight_rows();
         let bf16 = self.eval_precision == EvalPrecision::Bf16;
-        let mut x_bf16 = Vec::new();
+        let (mut x_bf16, pairs) = (Vec::new(), dim.div_ceil(2));
         if bf16 {
             crate::kernels::pack_inputs_bf16(&x, n, dim, &mut x_bf16);
         }
@@ -193,7 +193,6 @@ impl Network {
                     let w = &weights[first * stride..];
                     if bf16 {
                         crate::kernels::pack_rows_bf16(w, rows, stride, dim, &mut packed);
-                        let pairs = dim.div_ceil(2);
                         crate::kernels::scores_bf16(&x_bf16, n, pairs, &packed, rows, &mut scores);
                     } else {
                         scores_gemm(&x, n, dim, w, rows, stride, &mut scores);

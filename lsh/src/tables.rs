@@ -176,6 +176,14 @@ pub struct HashTables {
 /// Rows hashed per parallel task during a rebuild, and the block size of the stored codes.
 const ROWS_PER_TASK: usize = 64;
 
+/// Where the reservoir policy puts the id that arrives when a full bucket has seen `seen`
+/// ids: a uniform slot of `0..=seen`, kept only if it falls inside the bucket. The one draw
+/// that `insert` and a rebuild's fill both make, so a rebuild replays inserts exactly.
+fn reservoir_slot(rng: &mut Xoshiro256PlusPlus, seen: u32, capacity: u16) -> Option<usize> {
+    let j = rng.random_range(0..=seen as usize);
+    (j < usize::from(capacity)).then_some(j)
+}
+
 #[derive(Debug, Clone)]
 struct Table {
     buckets: Vec<Bucket>,
@@ -237,10 +245,7 @@ impl Table {
         }
         let slot = match policy {
             BucketPolicy::Fifo => Some(b.seen as usize % capacity as usize),
-            BucketPolicy::Reservoir => {
-                let j = self.rng.random_range(0..=b.seen as usize);
-                (j < capacity as usize).then_some(j)
-            }
+            BucketPolicy::Reservoir => reservoir_slot(&mut self.rng, b.seen, capacity),
         };
         if let Some(slot) = slot {
             self.store[b.start as usize + slot] = id;
@@ -298,11 +303,8 @@ impl Table {
             if b.len < b.segment {
                 self.store[(b.start + u32::from(b.len)) as usize] = id as u32;
                 b.len += 1;
-            } else {
-                let j = self.rng.random_range(0..=b.seen as usize);
-                if j < usize::from(capacity) {
-                    self.store[b.start as usize + j] = id as u32;
-                }
+            } else if let Some(j) = reservoir_slot(&mut self.rng, b.seen, capacity) {
+                self.store[b.start as usize + j] = id as u32;
             }
             b.seen = b.seen.saturating_add(1);
         }

@@ -242,13 +242,17 @@ pub fn pack_rows_bf16(
             }
         }
         for p in first..pairs {
-            let even = super::bf16::from_f32_nearest(row[2 * p]);
-            let odd = row
-                .get(2 * p + 1)
-                .map_or(0, |&x| super::bf16::from_f32_nearest(x));
-            packed[(g * pairs + p) * 16 + lane] = u32::from(even) | u32::from(odd) << 16;
+            packed[(g * pairs + p) * 16 + lane] = bf16_pair(row, p);
         }
     }
+}
+
+/// Values `2p` and `2p + 1` of `v` (the second taken as 0 past the end) rounded to the
+/// nearest BF16 and paired in a `u32`, the even one in the low half.
+fn bf16_pair(v: &[f32], p: usize) -> u32 {
+    let even = bf16::from_f32_nearest(v[2 * p]);
+    let odd = v.get(2 * p + 1).map_or(0, |&x| bf16::from_f32_nearest(x));
+    u32::from(even) | u32::from(odd) << 16
 }
 
 /// `out[p]` = values `2p` and `2p + 1` of `values` (32 of them) as a BF16 pair, rounded to
@@ -280,11 +284,7 @@ pub fn pack_inputs_bf16(x: &[f32], n: usize, dim: usize, packed: &mut Vec<u32>) 
     for s in 0..n {
         let v = &x[s * dim..][..dim];
         for p in 0..pairs {
-            let even = super::bf16::from_f32_nearest(v[2 * p]);
-            let odd = v
-                .get(2 * p + 1)
-                .map_or(0, |&x| super::bf16::from_f32_nearest(x));
-            packed[s * pairs + p] = u32::from(even) | u32::from(odd) << 16;
+            packed[s * pairs + p] = bf16_pair(v, p);
         }
     }
 }
@@ -361,8 +361,11 @@ unsafe fn scores_bf16_avx512(
                     if first >= rows {
                         continue;
                     }
-                    let k = tail_mask((rows - first).min(16) % 16)
-                        | if rows - first >= 16 { 0xffff } else { 0 };
+                    let k = if rows - first >= 16 {
+                        0xffff
+                    } else {
+                        tail_mask(rows - first)
+                    };
                     // SAFETY: lanes below `rows - first` of row s0 + t < n lie inside `out`
                     // (`n * rows` long); the mask writes no others.
                     unsafe { _mm512_mask_storeu_ps(po.add((s0 + t) * rows + first), k, sums) };

@@ -96,6 +96,7 @@ impl Model {
                 center_queries: false,
             }),
             moments: Default::default(),
+            weights: Default::default(),
         };
         let output = LayerConfig {
             out_dim: CLASSES,
@@ -117,6 +118,7 @@ impl Model {
                 center_queries: false,
             }),
             moments: Default::default(),
+            weights: Default::default(),
         };
         Ok(Model {
             hidden: SparseLayer::new(FEATURES, &hidden, seed)?,

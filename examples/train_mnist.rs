@@ -84,6 +84,7 @@ fn main() {
                 init: Init::Glorot,
                 lsh,
                 moments: Default::default(),
+                weights: Default::default(),
             },
             LayerConfig {
                 out_dim: 10,
@@ -92,6 +93,7 @@ fn main() {
                 init: Init::Glorot,
                 lsh: None,
                 moments: Default::default(),
+                weights: Default::default(),
             },
         ],
         adam: AdamConfig {

@@ -112,6 +112,7 @@ fn main() {
             center_queries: false,
         }),
         moments: Default::default(),
+        weights: Default::default(),
     };
     let hidden = LayerConfig {
         out_dim: 128,
@@ -120,6 +121,7 @@ fn main() {
         init: Init::Glorot,
         lsh: None,
         moments: Default::default(),
+        weights: Default::default(),
     };
     let mut net = Network::new(NetworkConfig {
         input_dim: FEATURES,

@@ -2,7 +2,7 @@
 //! rebuild schedule and seed, checked before anything is allocated.
 
 use crate::error::{Result, config_error};
-use crate::layer::{Activation, LayerConfig, MomentPrecision, WeightLayout};
+use crate::layer::{Activation, BlockLayout, LayerConfig, Precision, WeightLayout};
 use crate::optimizer::AdamConfig;
 
 /// When LSH tables are rebuilt from the moving weights.
@@ -118,7 +118,7 @@ pub const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 impl NetworkConfig {
     /// Every setting as `(name, value)`, in a fixed order: `input_dim`, `seed`, then per
-    /// layer `layers.I.out_dim`, `.activation`, `.layout`, `.init`, `.moments` (if BF16) and,
+    /// layer `layers.I.out_dim`, `.activation`, `.layout`, `.init`, `.weights` and `.moments` (if BF16) and,
     /// for sampled layers,
     /// `.lsh.family`, `.lsh.params`, `.lsh.bucket_capacity`, `.lsh.policy`, `.lsh.sampling`,
     /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, then `adam` and
@@ -136,7 +136,10 @@ impl NetworkConfig {
             put("init", format!("{:?}", l.init));
             // Named only when not the default, so checkpoints from before the setting
             // existed still resume.
-            if l.moments != MomentPrecision::F32 {
+            if l.weights != Precision::F32 {
+                put("weights", format!("{:?}", l.weights));
+            }
+            if l.moments != Precision::F32 {
                 put("moments", format!("{:?}", l.moments));
             }
             if let Some(lsh) = &l.lsh {
@@ -158,8 +161,8 @@ impl NetworkConfig {
     /// A stable hash of what a trained model's state depends on to be read back and
     /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
     /// each layer's size, activation, layout and LSH settings. Not the optimizer, the
-    /// rebuild schedule, the initialisation or the moments' precision, which only shape
-    /// training (state files hold the moments in f32 either way).
+    /// rebuild schedule, the initialisation or the precision of weights and moments, which
+    /// only shape training (a layer reads a state file's values in either precision).
     pub fn architecture_hash(&self) -> u64 {
         self.describe()
             .iter()
@@ -167,7 +170,8 @@ impl NetworkConfig {
                 !(key == "adam"
                     || key == "rebuild"
                     || key.ends_with(".init")
-                    || key.ends_with(".moments"))
+                    || key.ends_with(".moments")
+                    || key.ends_with(".weights"))
             })
             .fold(FNV_OFFSET, |h, (key, value)| {
                 fnv1a(fnv1a(fnv1a(h, key.as_bytes()), b"="), value.as_bytes())
@@ -211,7 +215,12 @@ impl NetworkConfig {
             };
             let stride = row_len.div_ceil(16) * 16;
             // [w | m | v] rows, one u32 count per row; bias, its moments and count.
-            let block = layer.moments.block_factor() as u64 * stride;
+            let block = BlockLayout {
+                stride: stride as usize,
+                weights: layer.weights,
+                moments: layer.moments,
+            }
+            .block() as u64;
             estimate.parameters += rows * (block * 4 + 4) + out * 16;
             estimate.state += rows * (3 * row_len * 4 + 4) + out * 16;
             if let Some(lsh) = &layer.lsh {
@@ -244,6 +253,7 @@ mod tests {
             init: Init::Glorot,
             lsh: None,
             moments: Default::default(),
+            weights: Default::default(),
         };
         NetworkConfig {
             input_dim: 10,
@@ -264,6 +274,8 @@ mod tests {
         trained_differently.adam.lr = 0.5;
         trained_differently.rebuild = RebuildSchedule::Fixed { every: 9 };
         trained_differently.layers[0].init = Init::FanIn;
+        trained_differently.layers[1].moments = Precision::Bf16;
+        trained_differently.layers[1].weights = Precision::Bf16;
         assert_eq!(
             trained_differently.architecture_hash(),
             base.architecture_hash()
@@ -282,14 +294,16 @@ mod tests {
     /// the first rebuild, which store every id) and to the size of its exported state.
     #[test]
     fn estimated_bytes_match_a_built_network() {
-        for moments in [MomentPrecision::F32, MomentPrecision::Bf16] {
-            estimate_matches(moments);
+        let (f32, bf16) = (Precision::F32, Precision::Bf16);
+        for (weights, moments) in [(f32, f32), (f32, bf16), (bf16, bf16)] {
+            estimate_matches(weights, moments);
         }
     }
 
-    fn estimate_matches(moments: MomentPrecision) {
+    fn estimate_matches(weights: Precision, moments: Precision) {
         let mut config = config();
         config.layers[1].moments = moments;
+        config.layers[1].weights = weights;
         config.input_dim = 300;
         config.layers[0].layout = WeightLayout::InputMajor;
         config.layers[0].out_dim = 64;

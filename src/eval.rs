@@ -177,7 +177,7 @@ impl Network {
         for ((row, state), &sample) in x.chunks_exact_mut(dim).zip(ws.batch()).zip(block) {
             layer_input(&state.traces, last, data, sample).for_each_nonzero(|i, v| row[i] = v);
         }
-        let (weights, stride) = layer.weight_rows();
+        let f32_rows = layer.f32_rows();
         let bf16 = self.eval_precision == EvalPrecision::Bf16;
         let (mut x_bf16, pairs) = (Vec::new(), dim.div_ceil(2));
         if bf16 {
@@ -186,11 +186,26 @@ impl Network {
         (0..out_dim.div_ceil(ROWS))
             .into_par_iter()
             .fold(
-                || (vec![Top5::EMPTY; n], vec![0.0f32; n * ROWS], Vec::new()),
-                |(mut best, mut scores, mut packed), chunk| {
+                || {
+                    let wide = vec![0.0f32; if f32_rows.is_some() { 0 } else { ROWS * dim }];
+                    (
+                        vec![Top5::EMPTY; n],
+                        vec![0.0f32; n * ROWS],
+                        Vec::new(),
+                        wide,
+                    )
+                },
+                |(mut best, mut scores, mut packed, mut wide), chunk| {
                     let first = chunk * ROWS;
                     let rows = ROWS.min(out_dim - first);
-                    let w = &weights[first * stride..];
+                    // BF16 weights are widened a block of rows at a time (exactly).
+                    let (w, stride) = match f32_rows {
+                        Some((weights, stride)) => (&weights[first * stride..], stride),
+                        None => {
+                            layer.widen_rows(first, &mut wide[..rows * dim]);
+                            (&wide[..], dim)
+                        }
+                    };
                     if bf16 {
                         crate::kernels::pack_rows_bf16(w, rows, stride, dim, &mut packed);
                         crate::kernels::scores_bf16(&x_bf16, n, pairs, &packed, rows, &mut scores);
@@ -220,10 +235,10 @@ impl Network {
                             }
                         }
                     }
-                    (best, scores, packed)
+                    (best, scores, packed, wide)
                 },
             )
-            .map(|(best, _, _)| best)
+            .map(|(best, _, _, _)| best)
             .reduce(
                 || vec![Top5::EMPTY; n],
                 |mut a, b| {

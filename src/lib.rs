@@ -47,8 +47,9 @@
 //!         center_queries: false,
 //!     }),
 //!     moments: Default::default(),
+//!     weights: Default::default(),
 //! };
-//! let output = LayerConfig { out_dim: 2, activation: Activation::Softmax, layout: WeightLayout::NeuronMajor, init: Init::Glorot, lsh: None, moments: Default::default() };
+//! let output = LayerConfig { out_dim: 2, activation: Activation::Softmax, layout: WeightLayout::NeuronMajor, init: Init::Glorot, lsh: None, moments: Default::default(), weights: Default::default() };
 //! let mut net = Network::new(NetworkConfig {
 //!     input_dim: 4,
 //!     layers: vec![hidden, output],
@@ -90,7 +91,7 @@ pub use error::{Result, SlideError};
 pub use eval::{EVAL_BLOCK, EvalPrecision};
 pub use layer::{
     Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
-    MomentPrecision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, WeightLayout,
+    Precision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, WeightLayout,
     sample_rng,
 };
 pub use network::{Network, NetworkState, StateScalars};

@@ -5,42 +5,27 @@ use std::marker::PhantomData;
 
 use rayon::prelude::*;
 
+use crate::kernels::ValuesMut;
 use crate::kernels::prefetch_bytes;
-use crate::layer::MomentPrecision;
+use crate::layer::{BlockLayout, Precision};
 
-/// One row of a layer's trainable state: weights, Adam moments and the row's update count.
+/// One row of a layer's trainable state: weights, Adam moments (`stride` values each, f32
+/// or BF16, the row's length then padding) and the row's update count.
 #[derive(Debug)]
 pub struct RowMut<'a> {
-    /// The weights (`stride` floats, the row's length then padding).
-    pub w: &'a mut [f32],
-    /// Adam's moments, `stride` of each.
-    pub moments: RowMoments<'a>,
+    /// The weights.
+    pub w: ValuesMut<'a>,
+    /// Adam's first moments.
+    pub m: ValuesMut<'a>,
+    /// Adam's second moments.
+    pub v: ValuesMut<'a>,
     /// Updates the row has received.
     pub steps: &'a mut u32,
 }
 
-/// A row's Adam moments, in the precision the layer stores them.
-#[derive(Debug)]
-pub enum RowMoments<'a> {
-    /// f32 moments.
-    F32 {
-        /// First moments.
-        m: &'a mut [f32],
-        /// Second moments.
-        v: &'a mut [f32],
-    },
-    /// BF16 moments (see [`crate::kernels::bf16`]).
-    Bf16 {
-        /// First moments.
-        m: &'a mut [u16],
-        /// Second moments.
-        v: &'a mut [u16],
-    },
-}
-
-/// A layer's row blocks (`rows` blocks of `[w | m | v]`, `w` `stride` floats and `m`, `v`
-/// `stride` floats or, with BF16 moments, `stride` BF16 values each; plus one `u32` update
-/// count per row) whose *distinct* rows may be updated from many threads at once.
+/// A layer's row blocks (`rows` blocks of `[w | m | v]`, `stride` values each in the
+/// precisions given; plus one `u32` update count per row) whose *distinct* rows may be
+/// updated from many threads at once.
 ///
 /// The only way in is [`DisjointRows::par_for_each_init`], which checks that the requested
 /// rows are strictly increasing, hence distinct, before handing any out, and takes
@@ -48,14 +33,18 @@ pub enum RowMoments<'a> {
 /// hold the same row, so the `&mut` slices never alias.
 ///
 /// ```
-/// use slide::MomentPrecision;
+/// use slide::Precision;
+/// use slide::kernels::ValuesMut;
 /// use slide::rows::DisjointRows;
 ///
-/// // 4 rows of stride 16: [w | m | v] blocks of 48 floats.
+/// // 4 rows of stride 16, all f32: [w | m | v] blocks of 48 floats.
 /// let (mut params, mut steps) = (vec![0.0f32; 4 * 3 * 16], vec![0u32; 4]);
-/// let mut rows = DisjointRows::new(&mut params, &mut steps, 16, MomentPrecision::F32);
+/// let f32 = Precision::F32;
+/// let mut rows = DisjointRows::new(&mut params, &mut steps, 16, f32, f32);
 /// rows.par_for_each_init(&[0, 2, 3], || (), |_, k, row| {
-///     row.w[0] = k as f32 + 1.0;
+///     if let ValuesMut::F32(w) = row.w {
+///         w[0] = k as f32 + 1.0;
+///     }
 ///     *row.steps += 1;
 /// });
 /// assert_eq!(steps, [1, 0, 1, 1]);
@@ -66,21 +55,21 @@ pub enum RowMoments<'a> {
 /// row, does not compile:
 ///
 /// ```compile_fail
-/// use slide::MomentPrecision;
+/// use slide::Precision;
 /// use slide::rows::DisjointRows;
 ///
 /// let (mut params, mut steps) = (vec![0.0f32; 2 * 3 * 16], vec![0u32; 2]);
-/// let mut rows = DisjointRows::new(&mut params, &mut steps, 16, MomentPrecision::F32);
+/// let f32 = Precision::F32;
+/// let mut rows = DisjointRows::new(&mut params, &mut steps, 16, f32, f32);
 /// rows.par_for_each_init(&[0, 1], || (), |_, _, outer| {
-///     rows.par_for_each_init(&[0, 1], || (), |_, _, inner| inner.w[0] = outer.w[0]);
+///     rows.par_for_each_init(&[0, 1], || (), |_, _, inner| *inner.steps = *outer.steps);
 /// });
 /// ```
 pub struct DisjointRows<'a> {
     params: *mut f32,
     steps: *mut u32,
     rows: usize,
-    stride: usize,
-    moments: MomentPrecision,
+    layout: BlockLayout,
     _borrow: PhantomData<&'a mut [f32]>,
 }
 
@@ -104,25 +93,37 @@ impl<'a> DisjointRows<'a> {
 
     /// Floats per row block.
     fn block(&self) -> usize {
-        self.moments.block_factor() * self.stride
+        self.layout.block()
     }
 
-    /// Borrows the buffers: `steps.len()` rows, `params` holding `3 * stride` floats per row
-    /// (`2 * stride` with BF16 moments). Panics if `params` has another length.
+    /// Borrows the buffers: `steps.len()` rows, `params` holding one block per row
+    /// (`3 * stride` floats when all is f32, `2 * stride` with BF16 moments, `1.5 * stride`
+    /// with BF16 weights too). Panics if `params` has another length, if `stride` is not a
+    /// multiple of 16 or if BF16 weights come with f32 moments.
     pub fn new(
         params: &'a mut [f32],
         steps: &'a mut [u32],
         stride: usize,
-        moments: MomentPrecision,
+        weights: Precision,
+        moments: Precision,
     ) -> Self {
         let rows = steps.len();
-        assert_eq!(params.len(), rows * moments.block_factor() * stride);
+        assert!(stride.is_multiple_of(16), "stride must be a multiple of 16");
+        assert!(
+            weights == Precision::F32 || moments == Precision::Bf16,
+            "BF16 weights need BF16 moments"
+        );
+        let layout = BlockLayout {
+            stride,
+            weights,
+            moments,
+        };
+        assert_eq!(params.len(), rows * layout.block());
         DisjointRows {
             params: params.as_mut_ptr(),
             steps: steps.as_mut_ptr(),
             rows,
-            stride,
-            moments,
+            layout,
             _borrow: PhantomData,
         }
     }
@@ -165,18 +166,8 @@ impl<'a> DisjointRows<'a> {
                         &mut *this.steps.add(r as usize),
                     )
                 };
-                let (w, rest) = block.split_at_mut(this.stride);
-                let moments = match this.moments {
-                    MomentPrecision::F32 => {
-                        let (m, v) = rest.split_at_mut(this.stride);
-                        RowMoments::F32 { m, v }
-                    }
-                    MomentPrecision::Bf16 => {
-                        let (m, v) = bytemuck::cast_slice_mut(rest).split_at_mut(this.stride);
-                        RowMoments::Bf16 { m, v }
-                    }
-                };
-                f(state, k, RowMut { w, moments, steps });
+                let [w, m, v] = this.layout.parts_mut(block);
+                f(state, k, RowMut { w, m, v, steps });
             });
     }
 }
@@ -186,72 +177,80 @@ mod tests {
     use super::*;
 
     /// Every requested row is handed out once, with its own block and count, whatever the
-    /// thread that takes it, in either moment precision.
+    /// thread that takes it, in each storage: the parts at the byte offsets documented
+    /// (f32 `[w | m | v]`; BF16 moments after f32 weights; BF16 weights then moments).
     #[test]
     fn each_requested_row_is_handed_out_once() {
         let stride = 16;
-        for precision in [MomentPrecision::F32, MomentPrecision::Bf16] {
-            let block = precision.block_factor() * stride;
+        let (f32, bf16) = (Precision::F32, Precision::Bf16);
+        // (weights, moments, block in floats, byte offsets of w, m, v)
+        let layouts = [
+            (f32, f32, 48, [0, 64, 128]),
+            (f32, bf16, 32, [0, 64, 96]),
+            (bf16, bf16, 24, [0, 32, 64]),
+        ];
+        for (weights, moments, block, offsets) in layouts {
             let (mut params, mut steps) = (vec![0.0f32; 64 * block], vec![0u32; 64]);
             let wanted: Vec<u32> = (0..64).filter(|r| r % 3 != 1).collect();
-            let mut rows = DisjointRows::new(&mut params, &mut steps, stride, precision);
+            let mut rows = DisjointRows::new(&mut params, &mut steps, stride, weights, moments);
             rows.par_for_each_init(
                 &wanted,
                 || (),
-                |_, k, row| {
-                    row.w[1] += wanted[k] as f32;
-                    match row.moments {
-                        RowMoments::F32 { m, v } => {
-                            m[2] += 1.0;
-                            v[3] += 2.0;
-                        }
-                        RowMoments::Bf16 { m, v } => {
-                            assert_eq!((m.len(), v.len()), (stride, stride));
-                            m[2] = 0x3f80; // 1.0
-                            v[3] = 0x4000; // 2.0
-                        }
-                    }
+                |_, k, mut row| {
+                    assert_eq!((row.w.len(), row.m.len(), row.v.len()), (16, 16, 16));
+                    row.w.set_nearest(1, wanted[k] as f32);
+                    row.m.set_nearest(2, 1.0);
+                    row.v.set_nearest(3, 2.0);
                     *row.steps += 1;
                 },
             );
-            for r in 0..64usize {
-                let touched = r % 3 != 1;
-                let block = &params[r * block..(r + 1) * block];
-                assert_eq!(steps[r], u32::from(touched), "row {r}");
-                let expect = if touched { r as f32 } else { 0.0 };
-                assert_eq!(block[1], expect, "row {r}");
-                let (m, v) = match precision {
-                    MomentPrecision::F32 => (block[stride + 2], block[2 * stride + 3]),
-                    MomentPrecision::Bf16 => {
-                        let halves: &[u16] = bytemuck::cast_slice(&block[stride..]);
-                        let bf16 = crate::kernels::bf16::to_f32;
-                        (bf16(halves[2]), bf16(halves[stride + 3]))
+            let bytes: &[u8] = bytemuck::cast_slice(&params);
+            // Value `i` of the part at byte `at` of row `r`'s block, in precision `p`.
+            let read = |r: usize, at: usize, i: usize, p: Precision| {
+                let at = r * block * 4 + at;
+                match p {
+                    Precision::F32 => {
+                        f32::from_le_bytes(bytes[at + 4 * i..][..4].try_into().unwrap())
                     }
-                };
+                    Precision::Bf16 => crate::kernels::bf16::to_f32(u16::from_le_bytes(
+                        bytes[at + 2 * i..][..2].try_into().unwrap(),
+                    )),
+                }
+            };
+            for (r, &count) in steps.iter().enumerate() {
+                let touched = r % 3 != 1;
+                assert_eq!(count, u32::from(touched), "row {r}");
+                let expect = if touched { r as f32 } else { 0.0 };
+                assert_eq!(read(r, offsets[0], 1, weights), expect, "row {r}");
+                let (m, v) = (
+                    read(r, offsets[1], 2, moments),
+                    read(r, offsets[2], 3, moments),
+                );
                 assert_eq!((m, v), if touched { (1.0, 2.0) } else { (0.0, 0.0) });
             }
         }
     }
 
     #[test]
+    #[should_panic(expected = "BF16 weights need BF16 moments")]
+    fn bf16_weights_with_f32_moments_are_refused() {
+        let (mut params, mut steps) = (vec![0.0f32; 4 * 40], vec![0u32; 4]);
+        DisjointRows::new(&mut params, &mut steps, 16, Precision::Bf16, Precision::F32);
+    }
+
+    #[test]
     #[should_panic(expected = "strictly increasing")]
     fn repeated_rows_are_refused() {
         let (mut params, mut steps) = (vec![0.0f32; 4 * 48], vec![0u32; 4]);
-        DisjointRows::new(&mut params, &mut steps, 16, MomentPrecision::F32).par_for_each_init(
-            &[1, 1],
-            || (),
-            |_, _, _| {},
-        );
+        DisjointRows::new(&mut params, &mut steps, 16, Precision::F32, Precision::F32)
+            .par_for_each_init(&[1, 1], || (), |_, _, _| {});
     }
 
     #[test]
     #[should_panic(expected = "row out of range")]
     fn rows_past_the_end_are_refused() {
         let (mut params, mut steps) = (vec![0.0f32; 4 * 48], vec![0u32; 4]);
-        DisjointRows::new(&mut params, &mut steps, 16, MomentPrecision::F32).par_for_each_init(
-            &[2, 4],
-            || (),
-            |_, _, _| {},
-        );
+        DisjointRows::new(&mut params, &mut steps, 16, Precision::F32, Precision::F32)
+            .par_for_each_init(&[2, 4], || (), |_, _, _| {});
     }
 }

@@ -56,9 +56,16 @@ static GLOBAL: Counting = Counting;
 /// every 5 steps, on 2 threads. After four passes over the data (every batch seen, buffers
 /// sized, and each pool thread registered with the work-stealing deques' epoch collector,
 /// which rayon does on a thread's first steal: on a busy machine a thread could reach the
-/// measured steps without one), two more passes over the same batches allocate nothing.
+/// measured steps without one), two more passes over the same batches allocate nothing;
+/// with f32 weights and with BF16 weights and moments on the output layer.
 #[test]
 fn steady_state_steps_and_rebuilds_allocate_nothing() {
+    for bf16 in [false, true] {
+        steady_state_allocates_nothing(bf16);
+    }
+}
+
+fn steady_state_allocates_nothing(bf16: bool) {
     let data = sparse_data(256, 300, 500, 3);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(2)
@@ -66,12 +73,13 @@ fn steady_state_steps_and_rebuilds_allocate_nothing() {
         .build()
         .unwrap();
     pool.install(|| {
+        let mut output = sampled(500, Activation::Softmax, 32);
+        if bf16 {
+            (output.weights, output.moments) = (slide::Precision::Bf16, slide::Precision::Bf16);
+        }
         let mut net = network(
             300,
-            vec![
-                input_major(64, Activation::Relu),
-                sampled(500, Activation::Softmax, 32),
-            ],
+            vec![input_major(64, Activation::Relu), output],
             1e-3,
             4,
         );
@@ -97,7 +105,7 @@ fn steady_state_steps_and_rebuilds_allocate_nothing() {
         assert!(rebuilds >= 3, "the measured steps should include rebuilds");
         assert_eq!(
             allocations, 0,
-            "{allocations} heap allocations in 16 warm steps"
+            "{allocations} heap allocations in 16 warm steps (BF16: {bf16})"
         );
     });
 }

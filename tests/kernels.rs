@@ -1,7 +1,7 @@
 //! Every kernel variant the CPU supports against the scalar reference.
 
 use proptest::prelude::*;
-use slide::kernels::{AdamStep, SCALAR, available, bf16, kernels};
+use slide::kernels::{AdamStep, SCALAR, ValuesMut, available, bf16, kernels};
 
 fn vectors() -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
     (0usize..300).prop_flat_map(|n| {
@@ -76,14 +76,42 @@ proptest! {
         let v0: Vec<u16> = g.iter().map(|x| bf16::from_f32_nearest(x * x * 0.7)).collect();
         let step = AdamStep::new(1e-2, 0.9, 0.999, 1e-8, t);
         let (mut rw, mut rm, mut rv) = (w.clone(), m0.clone(), v0.clone());
-        (SCALAR.adam_bf16)(&mut rw, &g, &mut rm, &mut rv, &step, seed);
+        (SCALAR.adam_bf16)(ValuesMut::F32(&mut rw), &g, &mut rm, &mut rv, &step, seed);
+        // BF16 weights too.
+        let w16: Vec<u16> = w.iter().map(|&x| bf16::from_f32_nearest(x * 0.01)).collect();
+        let (mut rw16, mut rm16, mut rv16) = (w16.clone(), m0.clone(), v0.clone());
+        (SCALAR.adam_bf16)(ValuesMut::Bf16(&mut rw16), &g, &mut rm16, &mut rv16, &step, seed);
         for k in available() {
             let (mut kw, mut km, mut kv) = (w.clone(), m0.clone(), v0.clone());
-            (k.adam_bf16)(&mut kw, &g, &mut km, &mut kv, &step, seed);
+            (k.adam_bf16)(ValuesMut::F32(&mut kw), &g, &mut km, &mut kv, &step, seed);
             let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             prop_assert_eq!(bits(&kw), bits(&rw), "{} w", k.name);
             prop_assert_eq!(&km, &rm, "{} m", k.name);
             prop_assert_eq!(&kv, &rv, "{} v", k.name);
+            let (mut kw, mut km, mut kv) = (w16.clone(), m0.clone(), v0.clone());
+            (k.adam_bf16)(ValuesMut::Bf16(&mut kw), &g, &mut km, &mut kv, &step, seed);
+            prop_assert_eq!(&kw, &rw16, "{} BF16 w", k.name);
+            prop_assert_eq!(&km, &rm16, "{} BF16-weight m", k.name);
+            prop_assert_eq!(&kv, &rv16, "{} BF16-weight v", k.name);
+        }
+    }
+
+    /// The BF16-row dot product and axpy agree with the scalar reference within rounding.
+    #[test]
+    fn bf16_row_kernels_match_scalar((a, b) in vectors(), alpha in -3.0f32..3.0) {
+        let w: Vec<u16> = a.iter().map(|&x| bf16::from_f32_nearest(x)).collect();
+        let reference = (SCALAR.dot_bf16)(&w, &b);
+        let magnitude: f32 = w.iter().zip(&b).map(|(&x, y)| (bf16::to_f32(x) * y).abs()).sum();
+        let mut axpy_reference = b.clone();
+        (SCALAR.axpy_bf16)(alpha, &w, &mut axpy_reference);
+        for k in available() {
+            let got = (k.dot_bf16)(&w, &b);
+            prop_assert!((got - reference).abs() <= 1e-5 * magnitude + 1e-6, "{}: {got} vs {reference}", k.name);
+            let mut y = b.clone();
+            (k.axpy_bf16)(alpha, &w, &mut y);
+            for (g, r) in y.iter().zip(&axpy_reference) {
+                prop_assert!((g - r).abs() <= 1e-5 * r.abs().max(1.0), "{}: {g} vs {r}", k.name);
+            }
         }
     }
 }

@@ -7,7 +7,7 @@ use common::*;
 use slide::Examples;
 use slide::kernels::AdamStep;
 use slide::{
-    Activation, AdamConfig, BiasCorrection, Elem, Mode, MomentPrecision, Network, NetworkConfig,
+    Activation, AdamConfig, BiasCorrection, Elem, Mode, Network, NetworkConfig, Precision,
     RebuildSchedule, SlideError, StateSource, StateTensor, StepStats,
 };
 
@@ -47,7 +47,7 @@ fn all_parameters(net: &Network) -> Vec<u32> {
 #[test]
 fn training_is_bit_identical_with_one_and_two_threads() {
     let data = sparse_data(256, 60, 40, 1);
-    let run = |threads: usize, moments: MomentPrecision| {
+    let run = |threads: usize, (weights, moments): Storage| {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
@@ -58,7 +58,7 @@ fn training_is_bit_identical_with_one_and_two_threads() {
                 sampled(40, Activation::Softmax, 10),
             ];
             for layer in &mut layers {
-                layer.moments = moments;
+                (layer.weights, layer.moments) = (weights, moments);
             }
             let mut net = network(60, layers, 1e-2, 5);
             let losses: Vec<u64> = train(&mut net, &data, 30, 32)
@@ -68,12 +68,12 @@ fn training_is_bit_identical_with_one_and_two_threads() {
             (all_parameters(&net), losses)
         })
     };
-    // BF16 moments draw their rounding bits from the row and the step, not the thread.
-    for moments in [MomentPrecision::F32, MomentPrecision::Bf16] {
-        let one = run(1, moments);
-        let two = run(2, moments);
-        assert_eq!(one.1, two.1, "{moments:?}: losses differ");
-        assert!(one.0 == two.0, "{moments:?}: parameters differ");
+    // BF16 values draw their rounding bits from the row and the step, not the thread.
+    for storage in STORAGES {
+        let one = run(1, storage);
+        let two = run(2, storage);
+        assert_eq!(one.1, two.1, "{storage:?}: losses differ");
+        assert!(one.0 == two.0, "{storage:?}: parameters differ");
     }
 }
 
@@ -569,13 +569,35 @@ fn blocked_exact_evaluation_ranks_like_one_sample_at_a_time() {
     }
 }
 
-/// [`resumable_config`] with both layers' moments in `moments`.
-fn resumable_config_in(moments: MomentPrecision, seed: u64) -> NetworkConfig {
+/// How a layer stores `(weights, moments)`.
+type Storage = (Precision, Precision);
+
+/// Every storage a layer can have: all f32, BF16 moments, BF16 weights and moments.
+const STORAGES: [Storage; 3] = [
+    (Precision::F32, Precision::F32),
+    (Precision::F32, Precision::Bf16),
+    (Precision::Bf16, Precision::Bf16),
+];
+
+/// [`resumable_config`] with both layers' weights and moments stored as `storage` says.
+fn resumable_config_in((weights, moments): Storage, seed: u64) -> NetworkConfig {
     let mut config = resumable_config(seed);
     for layer in &mut config.layers {
-        layer.moments = moments;
+        (layer.weights, layer.moments) = (weights, moments);
     }
     config
+}
+
+/// `values` as a layer of precision `p` streams them: f32 little-endian bytes, or BF16 ones
+/// (the upper halves: exported values of a BF16 layer are BF16 values widened).
+fn stored_bytes(values: &[f32], p: Precision) -> Vec<u8> {
+    match p {
+        Precision::F32 => values.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Precision::Bf16 => values
+            .iter()
+            .flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes())
+            .collect(),
+    }
 }
 
 /// A network whose output layer keeps shared negatives and a query center, refreshed every
@@ -612,40 +634,26 @@ fn resumable_config(seed: u64) -> NetworkConfig {
 /// and reading the streamed tensors into a fresh network restores that state.
 #[test]
 fn streamed_state_is_the_exported_state() {
-    for moments in [MomentPrecision::F32, MomentPrecision::Bf16] {
-        streamed_state_is_the_exported_state_in(moments);
+    for storage in STORAGES {
+        streamed_state_is_the_exported_state_in(storage);
     }
 }
 
-fn streamed_state_is_the_exported_state_in(moments: MomentPrecision) {
-    let resumable_config = |seed| resumable_config_in(moments, seed);
+fn streamed_state_is_the_exported_state_in(storage: Storage) {
+    let resumable_config = |seed| resumable_config_in(storage, seed);
     let data = sparse_data(256, 60, 40, 21);
     let mut original = Network::new(resumable_config(22)).unwrap();
     train(&mut original, &data, 11, 16);
     let state = original.export_state();
     let Files(files) = stream(&original);
-    let le = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
-    assert_eq!(files["layers.1.weight"].1, le(&state.layers[1].weights));
-    // Moments as the layer keeps them: BF16 moments are written as BF16 (the exported f32
-    // values are exactly the BF16 ones widened, so their upper halves).
-    let moments = match moments {
-        MomentPrecision::F32 => le(&state.layers[0].v),
-        MomentPrecision::Bf16 => state.layers[0]
-            .v
-            .iter()
-            .flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes())
-            .collect(),
-    };
-    assert!(files["layers.0.adam_v"].1 == moments, "adam_v bytes");
-    let elem = files["layers.1.adam_m"].0.elem;
-    assert_eq!(
-        elem.bytes(),
-        if moments.len() == le(&state.layers[0].v).len() {
-            4
-        } else {
-            2
-        }
-    );
+    let le = |v: &[f32]| stored_bytes(v, Precision::F32);
+    // Weights and moments as the layer keeps them: BF16 values are written as BF16.
+    let (weights, moments) = storage;
+    assert!(files["layers.1.weight"].1 == stored_bytes(&state.layers[1].weights, weights));
+    assert!(files["layers.0.adam_v"].1 == stored_bytes(&state.layers[0].v, moments));
+    let bytes = |p: Precision| if p == Precision::F32 { 4 } else { 2 };
+    assert_eq!(files["layers.1.weight"].0.elem.bytes(), bytes(weights));
+    assert_eq!(files["layers.1.adam_m"].0.elem.bytes(), bytes(moments));
     assert_eq!(
         files["layers.1.query_center"].1,
         le(&state.layers[1].center)
@@ -759,14 +767,14 @@ fn stream(net: &Network) -> Files {
 /// LSH on both layers, rebuilds before and after the save.
 #[test]
 fn exported_state_resumes_training_exactly() {
-    for moments in [MomentPrecision::F32, MomentPrecision::Bf16] {
-        exported_state_resumes_training_exactly_in(moments);
+    for storage in STORAGES {
+        exported_state_resumes_training_exactly_in(storage);
     }
 }
 
-fn exported_state_resumes_training_exactly_in(moments: MomentPrecision) {
+fn exported_state_resumes_training_exactly_in(storage: Storage) {
     let data = sparse_data(256, 60, 40, 21);
-    let config = |seed| resumable_config_in(moments, seed);
+    let config = |seed| resumable_config_in(storage, seed);
     let batches: Vec<Vec<usize>> = (0..24)
         .map(|b| ((b * 16) % 256..(b * 16) % 256 + 16).collect())
         .collect();
@@ -965,9 +973,9 @@ const RECORDED_DENSE: u64 = 0x8816_f568_c704_a5ea;
 #[test]
 fn bf16_moments_train_like_f32_moments_and_share_their_state() {
     let data = sparse_data(256, 60, 40, 31);
-    let mut f32s = Network::new(resumable_config_in(MomentPrecision::F32, 5)).unwrap();
-    let mut bf16s = Network::new(resumable_config_in(MomentPrecision::Bf16, 5)).unwrap();
-    assert_eq!(bf16s.layers()[1].moment_precision(), MomentPrecision::Bf16);
+    let mut f32s = Network::new(resumable_config_in(STORAGES[0], 5)).unwrap();
+    let mut bf16s = Network::new(resumable_config_in(STORAGES[1], 5)).unwrap();
+    assert_eq!(bf16s.layers()[1].moment_precision(), Precision::Bf16);
     // A 24 x 40 output layer: 40 rows of 32 floats in blocks of 96 (f32) or 64 (BF16).
     assert_eq!(
         f32s.layers()[1].memory_bytes() - bf16s.layers()[1].memory_bytes(),
@@ -1012,8 +1020,7 @@ fn bf16_moments_train_like_f32_moments_and_share_their_state() {
 
     // F32 state into a BF16 network: weights as they are, moments rounded to nearest.
     let state = f32s.export_state();
-    let mut into_bf16 =
-        Network::with_empty_tables(resumable_config_in(MomentPrecision::Bf16, 5)).unwrap();
+    let mut into_bf16 = Network::with_empty_tables(resumable_config_in(STORAGES[1], 5)).unwrap();
     into_bf16.import_state(&state).unwrap();
     let nearest = |x: f32| slide::kernels::bf16::to_f32(slide::kernels::bf16::from_f32_nearest(x));
     let back = into_bf16.export_state();
@@ -1024,8 +1031,7 @@ fn bf16_moments_train_like_f32_moments_and_share_their_state() {
         assert_eq!(a.row_steps, b.row_steps);
     }
     // BF16 state into an F32 network: every value as it was.
-    let mut into_f32 =
-        Network::with_empty_tables(resumable_config_in(MomentPrecision::F32, 5)).unwrap();
+    let mut into_f32 = Network::with_empty_tables(resumable_config_in(STORAGES[0], 5)).unwrap();
     into_f32.import_state(&back).unwrap();
     assert_eq!(into_f32.export_state(), back);
     // The same through streamed tensors (a checkpoint's path): the BF16 network writes BF16
@@ -1033,12 +1039,10 @@ fn bf16_moments_train_like_f32_moments_and_share_their_state() {
     let scalars = into_bf16.state_scalars();
     let mut streamed = stream(&into_bf16);
     assert_eq!(streamed.0["layers.1.adam_v"].0.elem, Elem::Bf16);
-    let mut widened =
-        Network::with_empty_tables(resumable_config_in(MomentPrecision::F32, 5)).unwrap();
+    let mut widened = Network::with_empty_tables(resumable_config_in(STORAGES[0], 5)).unwrap();
     widened.read_state(&scalars, &mut streamed).unwrap();
     assert_eq!(widened.export_state(), back);
-    let mut narrowed =
-        Network::with_empty_tables(resumable_config_in(MomentPrecision::Bf16, 5)).unwrap();
+    let mut narrowed = Network::with_empty_tables(resumable_config_in(STORAGES[1], 5)).unwrap();
     narrowed
         .read_state(&scalars, &mut stream(&widened))
         .unwrap();
@@ -1047,6 +1051,110 @@ fn bf16_moments_train_like_f32_moments_and_share_their_state() {
     assert!(into_bf16.is_finite());
     let mut broken = back.clone();
     broken.layers[1].v[7] = f32::INFINITY;
+    into_bf16.import_state(&broken).unwrap();
+    assert!(!into_bf16.is_finite());
+}
+
+/// BF16 weights: the passes compute with the stored weights widened exactly, so a network
+/// with BF16 weights and one holding the same values in f32 give the same gradients (same
+/// active sets, forward and backward passes) and the same exact and LSH-mode evaluation;
+/// trained on, the BF16 weights follow the f32 ones (loss after 40 more steps within 3%);
+/// a state reads across the precisions, f32 weights rounded to nearest; the rows take 2
+/// bytes less per weight; a non-finite BF16 weight is seen.
+#[test]
+fn bf16_weights_compute_like_their_f32_values_and_train_like_f32() {
+    let data = sparse_data(256, 60, 40, 31);
+    let (f32_weights, bf16_weights) = (STORAGES[1], STORAGES[2]);
+    let mut bf16s = Network::new(resumable_config_in(bf16_weights, 5)).unwrap();
+    assert_eq!(bf16s.layers()[1].weight_precision(), Precision::Bf16);
+    train(&mut bf16s, &data, 12, 16);
+    let state = bf16s.export_state();
+    let mut f32s = Network::with_empty_tables(resumable_config_in(f32_weights, 5)).unwrap();
+    f32s.import_state(&state).unwrap();
+    assert_eq!(f32s.export_state(), state);
+    // A 24 x 40 output layer: 40 rows of 32 values in blocks of 64 floats or 48.
+    let bytes = |storage| {
+        Network::new(resumable_config_in(storage, 5))
+            .unwrap()
+            .layers()[1]
+            .memory_bytes()
+    };
+    assert_eq!(bytes(f32_weights) - bytes(bf16_weights), 40 * 32 * 2);
+
+    let batch: Vec<usize> = (16..48).collect();
+    let (ga, gb) = (
+        bf16s
+            .gradients(&mut slide::Workspace::new(), &data, &batch)
+            .unwrap(),
+        f32s.gradients(&mut slide::Workspace::new(), &data, &batch)
+            .unwrap(),
+    );
+    for (a, b) in ga.iter().zip(&gb) {
+        assert_eq!((&a.rows, &a.active), (&b.rows, &b.active));
+        assert!(a.weights.iter().any(|&g| g != 0.0));
+        for (x, y) in a
+            .weights
+            .iter()
+            .chain(&a.bias)
+            .zip(b.weights.iter().chain(&b.bias))
+        {
+            assert!((x - y).abs() <= 1e-6 * x.abs().max(1e-3), "{x} vs {y}");
+        }
+    }
+    let all: Vec<usize> = (0..256).collect();
+    for mode in [Mode::EvalExact, Mode::EvalLsh] {
+        let a = bf16s.evaluate(&mut slide::Workspace::new(), &data, &all, mode);
+        let b = f32s.evaluate(&mut slide::Workspace::new(), &data, &all, mode);
+        assert_eq!(a.unwrap(), b.unwrap(), "{mode:?}");
+    }
+
+    // 40 more steps from the same state: BF16 weights (stochastic rounding) against f32.
+    let (la, lb) = (
+        train(&mut f32s, &data, 40, 16),
+        train(&mut bf16s, &data, 40, 16),
+    );
+    let tail = |l: &[StepStats]| l[30..].iter().map(|s| s.loss).sum::<f64>() / 10.0;
+    let (first, ta, tb) = (la[0].loss, tail(&la), tail(&lb));
+    assert!(
+        ta < 0.8 * first,
+        "f32 training did not learn: {first} -> {ta}"
+    );
+    assert!(
+        (ta - tb).abs() < 0.03 * ta,
+        "loss {ta} (f32) vs {tb} (BF16)"
+    );
+
+    // F32 weights into a BF16 network round to nearest, directly and streamed; BF16 ones
+    // into an f32 network stay as they are.
+    let nearest = |x: f32| slide::kernels::bf16::to_f32(slide::kernels::bf16::from_f32_nearest(x));
+    let trained = f32s.export_state();
+    let mut into_bf16 = Network::with_empty_tables(resumable_config_in(bf16_weights, 5)).unwrap();
+    into_bf16.import_state(&trained).unwrap();
+    let rounded = into_bf16.export_state();
+    for (a, b) in trained.layers.iter().zip(&rounded.layers) {
+        assert!(
+            a.weights
+                .iter()
+                .zip(&b.weights)
+                .all(|(&x, &y)| nearest(x) == y)
+        );
+        assert!(a.weights != b.weights);
+        assert_eq!((&a.m, &a.bias), (&b.m, &b.bias));
+    }
+    let scalars = f32s.state_scalars();
+    let mut streamed = Network::with_empty_tables(resumable_config_in(bf16_weights, 5)).unwrap();
+    streamed.read_state(&scalars, &mut stream(&f32s)).unwrap();
+    assert_eq!(streamed.export_state(), rounded);
+    assert_eq!(stream(&streamed).0["layers.1.weight"].0.elem, Elem::Bf16);
+    let mut widened = Network::with_empty_tables(resumable_config_in(f32_weights, 5)).unwrap();
+    widened
+        .read_state(&scalars, &mut stream(&streamed))
+        .unwrap();
+    assert_eq!(widened.export_state(), rounded);
+
+    assert!(into_bf16.is_finite());
+    let mut broken = rounded.clone();
+    broken.layers[1].weights[3] = f32::NAN;
     into_bf16.import_state(&broken).unwrap();
     assert!(!into_bf16.is_finite());
 }

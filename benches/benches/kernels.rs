@@ -3,7 +3,7 @@
 //! Run: `cargo bench -p slide-benches --bench kernels`
 
 use divan::{Bencher, black_box};
-use slide::kernels::{AdamStep, Kernels, available};
+use slide::kernels::{AdamStep, Kernels, ValuesMut, available};
 
 fn main() {
     divan::main();
@@ -58,6 +58,49 @@ fn adam_row_bf16<const N: usize>(bencher: Bencher, name: &str) {
         .counter(divan::counter::ItemsCount::new(N))
         .bench_local(|| {
             seed = seed.wrapping_add(1);
-            (k.adam_bf16)(&mut w, black_box(&g), &mut m, &mut v, &step, seed)
+            (k.adam_bf16)(
+                ValuesMut::F32(&mut w),
+                black_box(&g),
+                &mut m,
+                &mut v,
+                &step,
+                seed,
+            )
         });
+}
+
+/// The row update with BF16 weights and moments.
+#[divan::bench(args = VARIANTS, consts = [128, 784])]
+fn adam_row_all_bf16<const N: usize>(bencher: Bencher, name: &str) {
+    let Some(k) = variant(name) else { return };
+    let g: Vec<f32> = (0..N).map(|i| (i as f32 * 0.1).sin() * 1e-3).collect();
+    let (mut w, mut m, mut v) = (vec![0x3dcdu16; N], vec![0u16; N], vec![0u16; N]);
+    let step = AdamStep::new(1e-3, 0.9, 0.999, 1e-8, 10);
+    let mut seed = 0u32;
+    bencher
+        .counter(divan::counter::ItemsCount::new(N))
+        .bench_local(|| {
+            seed = seed.wrapping_add(1);
+            (k.adam_bf16)(
+                ValuesMut::Bf16(&mut w),
+                black_box(&g),
+                &mut m,
+                &mut v,
+                &step,
+                seed,
+            )
+        });
+}
+
+/// A BF16 row's dot product with f32 values, beside `dot`'s f32 rows.
+#[divan::bench(args = VARIANTS, consts = [128, 784])]
+fn dot_bf16<const N: usize>(bencher: Bencher, name: &str) {
+    let Some(k) = variant(name) else { return };
+    let a: Vec<u16> = (0..N)
+        .map(|i| (i as u16).wrapping_mul(40503) & 0xbfff)
+        .collect();
+    let b: Vec<f32> = (0..N).map(|i| (i as f32 * 0.2).cos()).collect();
+    bencher
+        .counter(divan::counter::ItemsCount::new(N))
+        .bench_local(|| (k.dot_bf16)(black_box(&a), black_box(&b)));
 }

@@ -140,6 +140,7 @@ pub fn network(
                     init: Init::Glorot,
                     lsh,
                     moments: Default::default(),
+                    weights: Default::default(),
                 },
                 LayerConfig {
                     out_dim: 10,
@@ -148,6 +149,7 @@ pub fn network(
                     init: Init::Glorot,
                     lsh: None,
                     moments: Default::default(),
+                    weights: Default::default(),
                 },
             ],
         ),
@@ -161,6 +163,7 @@ pub fn network(
                     init: Init::Glorot,
                     lsh: None,
                     moments: Default::default(),
+                    weights: Default::default(),
                 },
                 LayerConfig {
                     out_dim: width,
@@ -169,6 +172,7 @@ pub fn network(
                     init: Init::Glorot,
                     lsh,
                     moments: Default::default(),
+                    weights: Default::default(),
                 },
             ],
         ),

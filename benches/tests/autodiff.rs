@@ -37,6 +37,7 @@ fn layer(
             center_queries: false,
         }),
         moments: Default::default(),
+        weights: Default::default(),
     }
 }
 

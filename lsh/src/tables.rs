@@ -459,6 +459,27 @@ impl HashTables {
         })
     }
 
+    /// [`rebuild_dense`](Self::rebuild_dense) from rows stored in some other form (BF16,
+    /// say): `fill(first, out)` writes rows `first, first + 1, ...` as f32, `family.dim()`
+    /// values each without padding, into `out` (a whole number of rows, a few hundred at a
+    /// time, into a per-thread buffer that is reused). The tables are the same as from
+    /// [`rebuild_dense`](Self::rebuild_dense) over those f32 rows.
+    pub fn rebuild_filled<F, W>(&mut self, family: &F, fill: W) -> Result<()>
+    where
+        F: HashFamily + ?Sized,
+        W: Fn(usize, &mut [f32]) + Sync,
+    {
+        let dim = family.dim();
+        self.rebuild_with(family, |first, count, buffer, codes| {
+            let mut rows = std::mem::take(&mut buffer.matrix);
+            rows.resize(ROWS_PER_TASK * dim, 0.0);
+            fill(first, &mut rows[..count * dim]);
+            let hashed = family.hash_rows(&rows, dim, count, buffer, codes);
+            buffer.matrix = rows;
+            hashed
+        })
+    }
+
     /// The rebuild itself: `hash(first, count, buffer, codes)` writes the codes of ids
     /// `first..first + count` row after row into `codes` (`count * L` values).
     fn rebuild_with<F, H>(&mut self, family: &F, hash: H) -> Result<()>
@@ -483,6 +504,7 @@ impl HashTables {
                     .hash_rows(&zeros, dim, ROWS_PER_TASK, &mut buffer, &mut rows)
                     .expect("zero rows of the family's dimension are valid input");
                 buffer.rows = rows;
+                buffer.matrix = zeros.clone();
                 Mutex::new(buffer)
             });
         }

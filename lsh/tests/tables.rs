@@ -203,6 +203,29 @@ fn rebuild_equals_inserting_in_id_order(policy: BucketPolicy) {
             );
         }
     }
+    // Rows the caller writes out (padded storage here, any format in general) give the
+    // same tables; `fill` is asked for every row once, in whole rows.
+    let stride = dim + 5;
+    let padded: Vec<f32> = rows
+        .chunks_exact(dim)
+        .flat_map(|r| r.iter().copied().chain([9.0; 5]))
+        .collect();
+    let mut filled = HashTables::new(cfg).unwrap();
+    let asked = std::sync::atomic::AtomicUsize::new(0);
+    filled
+        .rebuild_filled(&family, |first, out| {
+            asked.fetch_add(out.len() / dim, std::sync::atomic::Ordering::Relaxed);
+            for (r, out) in out.chunks_exact_mut(dim).enumerate() {
+                out.copy_from_slice(&padded[(first + r) * stride..][..dim]);
+            }
+        })
+        .unwrap();
+    assert_eq!(asked.into_inner(), n);
+    for t in 0..params.l {
+        for code in 0..1 << params.range_pow {
+            assert_eq!(filled.bucket(t, code), rebuilt.bucket(t, code));
+        }
+    }
 }
 
 #[test]

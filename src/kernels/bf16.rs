@@ -1,5 +1,6 @@
-//! BF16 storage for Adam's moments: conversions and the row update that reads and writes
-//! BF16 moments with f32 arithmetic.
+//! BF16 storage for weights and Adam's moments: conversions, the dot product and axpy of a
+//! BF16 row with f32 values, and the row update that reads and writes BF16 values with f32
+//! arithmetic.
 //!
 //! BF16 is the upper half of an f32 (sign, the same 8-bit exponent, 7 mantissa bits), so a
 //! value converts to f32 exactly by a shift, and an f32 converts to BF16 by dropping its
@@ -61,57 +62,216 @@ pub fn row_seed(row: u32, step: u64) -> u32 {
 /// Elements whose rounding bits are drawn together, one xorshift stream each.
 pub const LANES: usize = 16;
 
-/// Adam on one row whose moments are stored in BF16: the moments are widened to f32, the
-/// update is [`scalar::adam`](super::scalar::adam)'s to the last bit, and the new moments
-/// are stored with stochastic rounding. The rounding bits come from [`LANES`] xorshift32
-/// streams seeded from `seed` (element `i` takes stream `i % LANES`'s next 32 bits: the
-/// lower 16 for `m`, the upper 16 for `v`), so they depend on `seed` alone, not on threads.
-/// Written as plain loops over fixed-size chunks, which the workspace's AVX2 baseline
-/// vectorises.
-pub fn adam(w: &mut [f32], g: &[f32], m: &mut [u16], v: &mut [u16], s: &AdamStep, seed: u32) {
+/// A run of stored values in either precision: a row of a layer's weights, f32 or BF16.
+#[derive(Debug, Clone, Copy)]
+pub enum Values<'a> {
+    /// 32-bit floats.
+    F32(&'a [f32]),
+    /// BF16 values (see [`to_f32`]).
+    Bf16(&'a [u16]),
+}
+
+/// A mutable run of stored values in either precision (see [`Values`]).
+#[derive(Debug)]
+pub enum ValuesMut<'a> {
+    /// 32-bit floats.
+    F32(&'a mut [f32]),
+    /// BF16 values (see [`to_f32`]).
+    Bf16(&'a mut [u16]),
+}
+
+impl<'a> Values<'a> {
+    /// Number of values.
+    #[inline]
+    pub fn len(self) -> usize {
+        match self {
+            Values::F32(x) => x.len(),
+            Values::Bf16(x) => x.len(),
+        }
+    }
+
+    /// Whether there are none.
+    #[inline]
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first `n` values. Panics if there are fewer, like slicing.
+    #[inline]
+    pub fn first(self, n: usize) -> Values<'a> {
+        match self {
+            Values::F32(x) => Values::F32(&x[..n]),
+            Values::Bf16(x) => Values::Bf16(&x[..n]),
+        }
+    }
+
+    /// Value `i` as an f32 (exact). Panics if `i` is out of range, like indexing.
+    #[inline]
+    pub fn get(self, i: usize) -> f32 {
+        match self {
+            Values::F32(x) => x[i],
+            Values::Bf16(x) => to_f32(x[i]),
+        }
+    }
+
+    /// Copies the values, widened to f32 (exact), into `out` (as long as the values).
+    pub fn widen_into(self, out: &mut [f32]) {
+        match self {
+            Values::F32(x) => out.copy_from_slice(x),
+            Values::Bf16(x) => {
+                for (o, &b) in out.iter_mut().zip(x) {
+                    *o = to_f32(b);
+                }
+            }
+        }
+    }
+
+    /// Whether every value is finite.
+    pub fn is_finite(self) -> bool {
+        match self {
+            Values::F32(x) => x.iter().all(|v| v.is_finite()),
+            // Exponent all ones: infinity or NaN.
+            Values::Bf16(x) => x.iter().all(|&b| b & 0x7f80 != 0x7f80),
+        }
+    }
+
+    /// Where the values start and how many bytes they take (for prefetching).
+    #[inline]
+    pub fn bytes(self) -> (*const u8, usize) {
+        match self {
+            Values::F32(x) => (x.as_ptr().cast(), std::mem::size_of_val(x)),
+            Values::Bf16(x) => (x.as_ptr().cast(), std::mem::size_of_val(x)),
+        }
+    }
+}
+
+impl ValuesMut<'_> {
+    /// Number of values.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            ValuesMut::F32(x) => x.len(),
+            ValuesMut::Bf16(x) => x.len(),
+        }
+    }
+
+    /// Whether there are none.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first `n` values. Panics if there are fewer, like slicing.
+    #[inline]
+    pub fn first(&mut self, n: usize) -> ValuesMut<'_> {
+        match self {
+            ValuesMut::F32(x) => ValuesMut::F32(&mut x[..n]),
+            ValuesMut::Bf16(x) => ValuesMut::Bf16(&mut x[..n]),
+        }
+    }
+
+    /// Stores `value` at `i`, rounded to nearest if BF16. Panics if `i` is out of range.
+    pub fn set_nearest(&mut self, i: usize, value: f32) {
+        match self {
+            ValuesMut::F32(x) => x[i] = value,
+            ValuesMut::Bf16(x) => x[i] = from_f32_nearest(value),
+        }
+    }
+
+    /// Stores `values` (as many as there are values here), BF16 ones rounded to nearest.
+    pub fn store_nearest(&mut self, values: &[f32]) {
+        match self {
+            ValuesMut::F32(x) => x.copy_from_slice(values),
+            ValuesMut::Bf16(x) => {
+                for (b, &v) in x.iter_mut().zip(values) {
+                    *b = from_f32_nearest(v);
+                }
+            }
+        }
+    }
+}
+
+/// `sum(to_f32(w[i]) * x[i])` over the shorter length: a BF16 row's dot product with f32
+/// values, every product exact in f32 arithmetic.
+pub fn dot(w: &[u16], x: &[f32]) -> f32 {
+    w.iter().zip(x).map(|(&a, b)| to_f32(a) * b).sum()
+}
+
+/// `y[i] += alpha * to_f32(w[i])` over the shorter length.
+pub fn axpy(alpha: f32, w: &[u16], y: &mut [f32]) {
+    for (yi, &wi) in y.iter_mut().zip(w) {
+        *yi += alpha * to_f32(wi);
+    }
+}
+
+/// Adam on one row whose moments, and possibly weights, are stored in BF16: the stored
+/// values are widened to f32, the update is [`scalar::adam`](super::scalar::adam)'s to the
+/// last bit, and the new moments (and BF16 weights) are stored with stochastic rounding.
+/// The rounding bits come from [`LANES`] xorshift32 streams seeded from `seed`: element `i`
+/// takes stream `i % LANES`'s next 32 bits (the lower 16 for `m`, the upper 16 for `v`)
+/// and, with BF16 weights, the lower 16 of the value after that for `w`; so they depend on
+/// `seed` alone, not on threads. Written as plain loops over fixed-size chunks, which the
+/// workspace's AVX2 baseline vectorises.
+pub fn adam(
+    mut w: ValuesMut<'_>,
+    g: &[f32],
+    m: &mut [u16],
+    v: &mut [u16],
+    s: &AdamStep,
+    seed: u32,
+) {
     let n = w.len().min(g.len()).min(m.len()).min(v.len());
     let mut streams = seed_streams(seed);
     let full = n - n % LANES;
     for start in (0..full).step_by(LANES) {
         let bits = next(&mut streams);
-        for (i, &b) in (start..start + LANES).zip(&bits) {
-            update(&mut w[i], g[i], &mut m[i], &mut v[i], s, b);
+        let w_bits = weight_bits(&w, &mut streams);
+        for k in 0..LANES {
+            let i = start + k;
+            update(&mut w, i, g[i], &mut m[i], &mut v[i], s, bits[k], w_bits[k]);
         }
     }
-    finish_tail(
-        &mut w[full..n],
-        &g[full..n],
-        &mut m[full..n],
-        &mut v[full..n],
-        s,
-        &mut streams,
-    );
+    finish_tail(&mut w, full, n, g, m, v, s, &mut streams);
 }
 
-/// The [`LANES`] xorshift32 streams of a row's update, seeded from `seed` (never zero,
-/// xorshift's one fixed point).
+/// The xorshift32 streams of a row's update, seeded from `seed` (never zero, xorshift's one
+/// fixed point).
 #[inline]
 pub(crate) fn seed_streams(seed: u32) -> [u32; LANES] {
     std::array::from_fn(|lane| mix32(seed ^ (lane as u32).wrapping_mul(0x9e37_79b9)) | 1)
 }
 
-/// The last `n % LANES` elements of [`adam`] (fewer than [`LANES`]), each with its
-/// stream's next value.
+/// The weights' rounding bits of one chunk: the streams' next values for BF16 weights
+/// (which advances them), nothing for f32 ones.
+#[inline(always)]
+fn weight_bits(w: &ValuesMut<'_>, streams: &mut [u32; LANES]) -> [u32; LANES] {
+    match w {
+        ValuesMut::F32(_) => [0; LANES],
+        ValuesMut::Bf16(_) => next(streams),
+    }
+}
+
+/// Elements `from..n` of [`adam`] (fewer than [`LANES`]), each with its stream's next
+/// value.
+#[allow(clippy::too_many_arguments)]
 #[inline]
 pub(crate) fn finish_tail(
-    w: &mut [f32],
+    w: &mut ValuesMut<'_>,
+    from: usize,
+    n: usize,
     g: &[f32],
     m: &mut [u16],
     v: &mut [u16],
     s: &AdamStep,
     streams: &mut [u32; LANES],
 ) {
-    if w.is_empty() {
+    if from == n {
         return;
     }
     let bits = next(streams);
-    for i in 0..w.len() {
-        update(&mut w[i], g[i], &mut m[i], &mut v[i], s, bits[i]);
+    let w_bits = weight_bits(w, streams);
+    for (k, i) in (from..n).enumerate() {
+        update(w, i, g[i], &mut m[i], &mut v[i], s, bits[k], w_bits[k]);
     }
 }
 
@@ -126,12 +286,26 @@ fn next(streams: &mut [u32; LANES]) -> [u32; LANES] {
     *streams
 }
 
-/// One element of [`adam`].
+/// Element `i` of [`adam`].
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn update(w: &mut f32, g: f32, m: &mut u16, v: &mut u16, s: &AdamStep, bits: u32) {
+fn update(
+    w: &mut ValuesMut<'_>,
+    i: usize,
+    g: f32,
+    m: &mut u16,
+    v: &mut u16,
+    s: &AdamStep,
+    bits: u32,
+    w_bits: u32,
+) {
     let mi = s.beta1 * to_f32(*m) + (1.0 - s.beta1) * g;
     let vi = s.beta2 * to_f32(*v) + (1.0 - s.beta2) * g * g;
-    *w -= s.step_size * mi / (vi.sqrt() * s.inv_sqrt_bias2 + s.eps);
+    let delta = s.step_size * mi / (vi.sqrt() * s.inv_sqrt_bias2 + s.eps);
+    match w {
+        ValuesMut::F32(w) => w[i] -= delta,
+        ValuesMut::Bf16(w) => w[i] = from_f32_stochastic(to_f32(w[i]) - delta, w_bits as u16),
+    }
     *m = from_f32_stochastic(mi, bits as u16);
     *v = from_f32_stochastic(vi, (bits >> 16) as u16);
 }
@@ -209,7 +383,7 @@ mod tests {
         let s = AdamStep::new(1e-2, 0.9, 0.999, 1e-8, 7);
         let w0: Vec<f32> = (0..n).map(|i| i as f32 * 0.01).collect();
         let (mut w, mut m, mut v) = (w0.clone(), m0.clone(), v0.clone());
-        adam(&mut w, &g, &mut m, &mut v, &s, 12345);
+        adam(ValuesMut::F32(&mut w), &g, &mut m, &mut v, &s, 12345);
         let mut fw = w0.clone();
         let mut fm: Vec<f32> = m0.iter().map(|&b| to_f32(b)).collect();
         let mut fv: Vec<f32> = v0.iter().map(|&b| to_f32(b)).collect();
@@ -228,7 +402,7 @@ mod tests {
         let (mut w, mut m, mut v) = (vec![0.0f32], vec![from_f32_nearest(1.0)], vec![0u16]);
         for t in 1..=200u32 {
             adam(
-                &mut w,
+                ValuesMut::F32(&mut w),
                 &[0.99],
                 &mut m,
                 &mut v,
@@ -237,5 +411,69 @@ mod tests {
             );
         }
         assert!((to_f32(m[0]) - 0.99).abs() < 0.006, "m = {}", to_f32(m[0]));
+    }
+
+    /// With BF16 weights the update is the same f32 arithmetic on the widened weights, the
+    /// new weights rounded to one of their BF16 neighbours, unbiased over many seeds.
+    #[test]
+    fn bf16_weights_follow_the_f32_update() {
+        let n = 37;
+        let g: Vec<f32> = (0..n).map(|i| ((i * 5 % 11) as f32 - 5.0) * 1e-2).collect();
+        let w0: Vec<u16> = (0..n)
+            .map(|i| from_f32_nearest(0.1 - i as f32 * 0.007))
+            .collect();
+        let s = AdamStep::new(1e-3, 0.9, 0.999, 1e-8, 3);
+        let (m0, v0) = (
+            vec![from_f32_nearest(0.01); n],
+            vec![from_f32_nearest(1e-4); n],
+        );
+        let mut fw: Vec<f32> = w0.iter().map(|&b| to_f32(b)).collect();
+        let (mut fm, mut fv) = (m0.clone(), v0.clone());
+        adam(ValuesMut::F32(&mut fw), &g, &mut fm, &mut fv, &s, mix32(99));
+        let draws = 2000u32;
+        let mut mean = vec![0.0f64; n];
+        for seed in 0..draws {
+            let (mut w, mut m, mut v) = (w0.clone(), m0.clone(), v0.clone());
+            adam(ValuesMut::Bf16(&mut w), &g, &mut m, &mut v, &s, mix32(seed));
+            if seed == 99 {
+                // Moments: the first chunk draws the same bits as the f32-weight update of
+                // the same seed (the weights' bits come after them); later chunks round
+                // to a neighbour either way.
+                assert_eq!((&m[..LANES], &v[..LANES]), (&fm[..LANES], &fv[..LANES]));
+                for (a, b) in m.iter().chain(&v).zip(fm.iter().chain(&fv)) {
+                    assert!(a.abs_diff(*b) <= 1, "{a} vs {b}");
+                }
+            }
+            for i in 0..n {
+                let (lo, hi) = (fw[i].to_bits() >> 16, (fw[i].to_bits() >> 16) + 1);
+                assert!((lo..=hi).contains(&u32::from(w[i])), "w[{i}]");
+                mean[i] += f64::from(to_f32(w[i])) / f64::from(draws);
+            }
+        }
+        for i in 0..n {
+            // A BF16 unit near 0.1 is 2^-11; the mean of 2000 draws is within a few
+            // tenth of it (standard error at most 0.5 / sqrt(2000) units, about 0.011).
+            let unit = f64::from(to_f32(from_f32_nearest(fw[i]))).abs().max(1e-3) / 128.0;
+            assert!(
+                (mean[i] - f64::from(fw[i])).abs() < 0.1 * unit,
+                "w[{i}]: mean {} vs {}",
+                mean[i],
+                fw[i]
+            );
+        }
+    }
+
+    #[test]
+    fn bf16_dot_and_axpy_use_the_widened_row() {
+        let w: Vec<u16> = (0..21)
+            .map(|i| from_f32_nearest(i as f32 * 0.37 - 3.0))
+            .collect();
+        let x: Vec<f32> = (0..21).map(|i| 1.0 / (i as f32 + 1.0)).collect();
+        let wide: Vec<f32> = w.iter().map(|&b| to_f32(b)).collect();
+        assert_eq!(dot(&w, &x), super::super::scalar::dot(&wide, &x));
+        let (mut y, mut y_ref) = (x.clone(), x.clone());
+        axpy(0.5, &w, &mut y);
+        super::super::scalar::axpy(0.5, &wide, &mut y_ref);
+        assert_eq!(y, y_ref);
     }
 }

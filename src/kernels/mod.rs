@@ -19,6 +19,8 @@ pub mod x86_64;
 
 use std::sync::OnceLock;
 
+pub use bf16::{Values, ValuesMut};
+
 /// Bias-corrected Adam constants for one update of one row (see [`AdamStep::new`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdamStep {
@@ -63,16 +65,42 @@ pub struct Kernels {
     /// Adam on one row: `m = b1 m + (1-b1) g`, `v = b2 v + (1-b2) g^2`,
     /// `w -= step_size * m / (sqrt(v) * inv_sqrt_bias2 + eps)`. All slices equally long.
     pub adam: AdamFn,
-    /// Adam on one row with BF16 moments, stochastically rounded ([`bf16::adam`], the
-    /// reference, bit for bit).
+    /// Adam on one row with BF16 moments and f32 or BF16 weights, stochastically rounded
+    /// ([`bf16::adam`], the reference, bit for bit).
     pub adam_bf16: AdamBf16Fn,
+    /// [`bf16::dot`]: a BF16 row's dot product with f32 values.
+    pub dot_bf16: fn(&[u16], &[f32]) -> f32,
+    /// [`bf16::axpy`]: `y[i] += alpha * w[i]` for a BF16 row `w`.
+    pub axpy_bf16: fn(f32, &[u16], &mut [f32]),
+}
+
+impl Kernels {
+    /// `w . x` for a row `w` of either precision ([`dot`](Self::dot) or
+    /// [`dot_bf16`](Self::dot_bf16)).
+    #[inline]
+    pub fn dot_row(&self, w: Values<'_>, x: &[f32]) -> f32 {
+        match w {
+            Values::F32(w) => (self.dot)(w, x),
+            Values::Bf16(w) => (self.dot_bf16)(w, x),
+        }
+    }
+
+    /// `y += alpha w` for a row `w` of either precision ([`axpy`](Self::axpy) or
+    /// [`axpy_bf16`](Self::axpy_bf16)).
+    #[inline]
+    pub fn axpy_row(&self, alpha: f32, w: Values<'_>, y: &mut [f32]) {
+        match w {
+            Values::F32(w) => (self.axpy)(alpha, w, y),
+            Values::Bf16(w) => (self.axpy_bf16)(alpha, w, y),
+        }
+    }
 }
 
 /// Signature of the Adam row kernel: `(w, g, m, v, step)`.
 pub type AdamFn = fn(&mut [f32], &[f32], &mut [f32], &mut [f32], &AdamStep);
 
 /// Signature of the BF16-moment Adam row kernel: `(w, g, m, v, step, seed)`.
-pub type AdamBf16Fn = fn(&mut [f32], &[f32], &mut [u16], &mut [u16], &AdamStep, u32);
+pub type AdamBf16Fn = fn(ValuesMut<'_>, &[f32], &mut [u16], &mut [u16], &AdamStep, u32);
 
 /// The scalar reference kernels.
 pub const SCALAR: Kernels = Kernels {
@@ -81,6 +109,8 @@ pub const SCALAR: Kernels = Kernels {
     axpy: scalar::axpy,
     adam: scalar::adam,
     adam_bf16: bf16::adam,
+    dot_bf16: bf16::dot,
+    axpy_bf16: bf16::axpy,
 };
 
 /// The `wide::f32x8` kernels.
@@ -90,6 +120,8 @@ pub const PORTABLE: Kernels = Kernels {
     axpy: portable::axpy,
     adam: portable::adam,
     adam_bf16: bf16::adam,
+    dot_bf16: bf16::dot,
+    axpy_bf16: bf16::axpy,
 };
 
 /// The AVX-512 kernels, if this CPU has AVX-512F.
@@ -228,6 +260,13 @@ pub fn prefetch(data: &[f32]) {
     prefetch_bytes(data.as_ptr().cast(), std::mem::size_of_val(data));
 }
 
+/// [`prefetch`] of a row of either precision.
+#[inline]
+pub fn prefetch_values(data: Values<'_>) {
+    let (start, bytes) = data.bytes();
+    prefetch_bytes(start, bytes);
+}
+
 /// `sum(w[indices[i]] * values[i])`: a dot product with a sparse vector. Indices must be
 /// below `w.len()` (checked, like slice indexing). Eight independent partial sums (added
 /// pairwise at the end) keep the adds from waiting on each other: one running sum made
@@ -235,18 +274,33 @@ pub fn prefetch(data: &[f32]) {
 /// was the largest cost of a layer fed by a sampled layer.
 #[inline]
 pub fn sparse_dot(w: &[f32], indices: &[u32], values: &[f32]) -> f32 {
+    sparse_dot_by(|i| w[i], indices, values)
+}
+
+/// [`sparse_dot`] with a row of either precision.
+#[inline]
+pub fn sparse_dot_row(w: Values<'_>, indices: &[u32], values: &[f32]) -> f32 {
+    match w {
+        Values::F32(w) => sparse_dot(w, indices, values),
+        Values::Bf16(w) => sparse_dot_by(|i| bf16::to_f32(w[i]), indices, values),
+    }
+}
+
+/// [`sparse_dot`] over the row whose value `i` is `w(i)`.
+#[inline(always)]
+fn sparse_dot_by(w: impl Fn(usize) -> f32, indices: &[u32], values: &[f32]) -> f32 {
     let n = indices.len().min(values.len());
     let (indices, values) = (&indices[..n], &values[..n]);
     let mut acc = [0.0f32; 8];
     let chunks = indices.chunks_exact(8).zip(values.chunks_exact(8));
     for (i, v) in chunks {
         for k in 0..8 {
-            acc[k] += w[i[k] as usize] * v[k];
+            acc[k] += w(i[k] as usize) * v[k];
         }
     }
     let tail = n - n % 8;
     for (k, (&i, &v)) in indices[tail..].iter().zip(&values[tail..]).enumerate() {
-        acc[k] += w[i as usize] * v;
+        acc[k] += w(i as usize) * v;
     }
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
 }

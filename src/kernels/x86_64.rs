@@ -3,6 +3,7 @@
 
 use std::arch::x86_64::*;
 
+use super::bf16::ValuesMut;
 use super::{AdamStep, Kernels, bf16, scalar};
 
 /// The AVX-512 kernel table. Only [`super::avx512`] hands it out, after checking the CPU.
@@ -18,6 +19,8 @@ pub(super) const AVX512: Kernels = Kernels {
     axpy,
     adam: scalar::adam,
     adam_bf16,
+    dot_bf16,
+    axpy_bf16,
 };
 
 /// Lanes `0..n` set, for the masked tail of a loop (`n < 16`).
@@ -99,7 +102,7 @@ fn axpy_avx512(alpha: f32, x: &[f32], y: &mut [f32]) {
     }
 }
 
-fn adam_bf16(w: &mut [f32], g: &[f32], m: &mut [u16], v: &mut [u16], s: &AdamStep, seed: u32) {
+fn adam_bf16(w: ValuesMut<'_>, g: &[f32], m: &mut [u16], v: &mut [u16], s: &AdamStep, seed: u32) {
     // SAFETY: reachable only through `AVX512`, handed out only on CPUs with AVX-512F.
     unsafe { adam_bf16_avx512(w, g, m, v, s, seed) }
 }
@@ -108,7 +111,7 @@ fn adam_bf16(w: &mut [f32], g: &[f32], m: &mut [u16], v: &mut [u16], s: &AdamSte
 /// same order (no fused multiply-adds), the same xorshift streams, one per lane.
 #[target_feature(enable = "avx512f")]
 fn adam_bf16_avx512(
-    w: &mut [f32],
+    mut w: ValuesMut<'_>,
     g: &[f32],
     m: &mut [u16],
     v: &mut [u16],
@@ -125,53 +128,150 @@ fn adam_bf16_avx512(
         _mm512_set1_ps(s.eps),
     );
     let low = _mm512_set1_epi32(0xffff);
-    let (pw, pg, pm, pv) = (w.as_mut_ptr(), g.as_ptr(), m.as_mut_ptr(), v.as_mut_ptr());
+    let (pg, pm, pv) = (g.as_ptr(), m.as_mut_ptr(), v.as_mut_ptr());
     let mut x = seed_streams(seed);
     let mut i = 0;
+    let xorshift = |x: __m512i| {
+        let x = _mm512_xor_si512(x, _mm512_slli_epi32::<13>(x));
+        let x = _mm512_xor_si512(x, _mm512_srli_epi32::<17>(x));
+        _mm512_xor_si512(x, _mm512_slli_epi32::<5>(x))
+    };
     // SAFETY (loads and stores in the loop): `i + 16 <= full <= n`, and every slice is at
-    // least `n` long: 16 f32 of `w`/`g` and 16 u16 (256 bits) of `m`/`v` from `i` lie inside
-    // them. `w`, `m` and `v` are borrowed mutably, so nothing else accesses them meanwhile.
+    // least `n` long: 16 f32 of `w`/`g` and 16 u16 (256 bits) of `w`/`m`/`v` from `i` lie
+    // inside them. `w`, `m` and `v` are borrowed mutably, so nothing else accesses them
+    // meanwhile.
     unsafe {
+        let widen = |p: *const u16| {
+            let halves = _mm256_loadu_si256(p.cast());
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(halves)))
+        };
+        let round = |value: __m512, bits: __m512i| {
+            let sum = _mm512_add_epi32(_mm512_castps_si512(value), bits);
+            _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(sum))
+        };
         while i < full {
-            x = _mm512_xor_si512(x, _mm512_slli_epi32::<13>(x));
-            x = _mm512_xor_si512(x, _mm512_srli_epi32::<17>(x));
-            x = _mm512_xor_si512(x, _mm512_slli_epi32::<5>(x));
+            x = xorshift(x);
             let gi = _mm512_loadu_ps(pg.add(i));
-            let widen = |p: *const u16| {
-                let halves = _mm256_loadu_si256(p.cast());
-                _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(halves)))
-            };
             let mi = _mm512_add_ps(_mm512_mul_ps(b1, widen(pm.add(i))), _mm512_mul_ps(c1, gi));
             let vi = _mm512_add_ps(
                 _mm512_mul_ps(b2, widen(pv.add(i))),
                 _mm512_mul_ps(_mm512_mul_ps(c2, gi), gi),
             );
             let denom = _mm512_add_ps(_mm512_mul_ps(_mm512_sqrt_ps(vi), inv), eps);
-            let wi = _mm512_sub_ps(
-                _mm512_loadu_ps(pw.add(i)),
-                _mm512_div_ps(_mm512_mul_ps(step, mi), denom),
-            );
-            _mm512_storeu_ps(pw.add(i), wi);
-            let round = |value: __m512, bits: __m512i| {
-                let sum = _mm512_add_epi32(_mm512_castps_si512(value), bits);
-                _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(sum))
-            };
+            let delta = _mm512_div_ps(_mm512_mul_ps(step, mi), denom);
             _mm256_storeu_si256(pm.add(i).cast(), round(mi, _mm512_and_si512(x, low)));
             _mm256_storeu_si256(pv.add(i).cast(), round(vi, _mm512_srli_epi32::<16>(x)));
+            match &mut w {
+                ValuesMut::F32(w) => {
+                    let pw = w.as_mut_ptr().add(i);
+                    _mm512_storeu_ps(pw, _mm512_sub_ps(_mm512_loadu_ps(pw), delta));
+                }
+                ValuesMut::Bf16(w) => {
+                    x = xorshift(x);
+                    let pw = w.as_mut_ptr().add(i);
+                    let wi = _mm512_sub_ps(widen(pw), delta);
+                    _mm256_storeu_si256(pw.cast(), round(wi, _mm512_and_si512(x, low)));
+                }
+            }
             i += bf16::LANES;
         }
     }
     let mut streams = [0u32; bf16::LANES];
     // SAFETY: `streams` is 16 u32, one unaligned 512-bit store.
     unsafe { _mm512_storeu_si512(streams.as_mut_ptr().cast(), x) };
-    bf16::finish_tail(
-        &mut w[full..n],
-        &g[full..n],
-        &mut m[full..n],
-        &mut v[full..n],
-        s,
-        &mut streams,
-    );
+    bf16::finish_tail(&mut w, full, n, g, m, v, s, &mut streams);
+}
+
+/// [`bf16::dot`], 32 values at a time in two accumulators.
+fn dot_bf16(w: &[u16], x: &[f32]) -> f32 {
+    // SAFETY: reachable only through `AVX512`, handed out only on CPUs with AVX-512F.
+    unsafe { dot_bf16_avx512(w, x) }
+}
+
+/// 16 BF16 values from `p` (unaligned), widened to f32 (exact).
+///
+/// # Safety
+/// 32 bytes from `p` must be readable.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn widen16(p: *const u16) -> __m512 {
+    // SAFETY: the caller guarantees 32 readable bytes.
+    let halves = unsafe { _mm256_loadu_si256(p.cast()) };
+    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(halves)))
+}
+
+/// `tail` (fewer than 16 BF16 values) widened into the first lanes, the others zero.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn widen_tail(tail: &[u16]) -> __m512 {
+    let mut lanes = [0u16; 16];
+    lanes[..tail.len()].copy_from_slice(tail);
+    // SAFETY: `lanes` is 32 readable bytes.
+    unsafe { widen16(lanes.as_ptr()) }
+}
+
+#[target_feature(enable = "avx512f")]
+fn dot_bf16_avx512(w: &[u16], x: &[f32]) -> f32 {
+    let n = w.len().min(x.len());
+    let (pw, px) = (w.as_ptr(), x.as_ptr());
+    let mut acc0 = _mm512_setzero_ps();
+    let mut acc1 = _mm512_setzero_ps();
+    let mut i = 0;
+    // SAFETY (all loads below): `i + 32 <= n` / `i + 16 <= n` keep full loads inside both
+    // slices, which are at least `n` long; the masked tail loads read only lanes below `n`.
+    unsafe {
+        while i + 32 <= n {
+            acc0 = _mm512_fmadd_ps(widen16(pw.add(i)), _mm512_loadu_ps(px.add(i)), acc0);
+            acc1 = _mm512_fmadd_ps(
+                widen16(pw.add(i + 16)),
+                _mm512_loadu_ps(px.add(i + 16)),
+                acc1,
+            );
+            i += 32;
+        }
+        if i + 16 <= n {
+            acc0 = _mm512_fmadd_ps(widen16(pw.add(i)), _mm512_loadu_ps(px.add(i)), acc0);
+            i += 16;
+        }
+        if i < n {
+            let k = tail_mask(n - i);
+            acc1 = _mm512_fmadd_ps(
+                widen_tail(&w[i..n]),
+                _mm512_maskz_loadu_ps(k, px.add(i)),
+                acc1,
+            );
+        }
+    }
+    _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1))
+}
+
+/// [`bf16::axpy`], 16 values at a time.
+fn axpy_bf16(alpha: f32, w: &[u16], y: &mut [f32]) {
+    // SAFETY: reachable only through `AVX512`, handed out only on CPUs with AVX-512F.
+    unsafe { axpy_bf16_avx512(alpha, w, y) }
+}
+
+#[target_feature(enable = "avx512f")]
+fn axpy_bf16_avx512(alpha: f32, w: &[u16], y: &mut [f32]) {
+    let n = w.len().min(y.len());
+    let (pw, py) = (w.as_ptr(), y.as_mut_ptr());
+    let a = _mm512_set1_ps(alpha);
+    let mut i = 0;
+    // SAFETY: full loads and stores stay below `n <= len` of both slices; the tail uses
+    // masked loads and stores that touch only lanes below `n`. `y` is borrowed mutably, so
+    // nothing else reads or writes it meanwhile.
+    unsafe {
+        while i + 16 <= n {
+            let r = _mm512_fmadd_ps(widen16(pw.add(i)), a, _mm512_loadu_ps(py.add(i)));
+            _mm512_storeu_ps(py.add(i), r);
+            i += 16;
+        }
+        if i < n {
+            let k = tail_mask(n - i);
+            let r = _mm512_fmadd_ps(widen_tail(&w[i..n]), a, _mm512_maskz_loadu_ps(k, py.add(i)));
+            _mm512_mask_storeu_ps(py.add(i), k, r);
+        }
+    }
 }
 
 /// [`bf16::seed_streams`], the 16 lanes at once.

@@ -12,7 +12,7 @@
 //! ```
 //! use slide::lsh::Vector;
 //! use slide::{
-//!     Activation, Adam, AdamConfig, Init, LayerConfig, LayerTrace, Mode, MomentPrecision,
+//!     Activation, Adam, AdamConfig, Init, LayerConfig, LayerTrace, Mode, Precision,
 //!     SparseLayer, UpdateScratch, WeightLayout, sample_rng,
 //! };
 //!
@@ -22,7 +22,8 @@
 //!     layout: WeightLayout::NeuronMajor,
 //!     init: Init::Glorot,
 //!     lsh: None,
-//!     moments: MomentPrecision::F32,
+//!     moments: Precision::F32,
+//!     weights: Precision::F32,
 //! };
 //! let mut layer = SparseLayer::new(4, &config, 1)?;
 //! let mut adam = Adam::new(AdamConfig { lr: 0.05, ..AdamConfig::default() })?;
@@ -57,7 +58,8 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use slide_lsh::{CodeBuffer, HashTables, LshFamily, QueryScratch, Sampling, TablesStats, Vector};
 
-pub use config::{Activation, Init, LayerConfig, LshConfig, Mode, MomentPrecision, WeightLayout};
+pub(crate) use config::BlockLayout;
+pub use config::{Activation, Init, LayerConfig, LshConfig, Mode, Precision, WeightLayout};
 pub(crate) use passes::ranks_before;
 pub(crate) use state::MemorySource;
 pub use state::{Elem, LayerState, StateSource, StateTensor};
@@ -65,6 +67,7 @@ use trace::QueryBuffers;
 pub use trace::{LayerBatch, LayerTrace, SelectScratch};
 
 use crate::error::{Result, config_error};
+use crate::kernels::Values;
 
 /// The random stream a layer's sampling draws from (random fill, random extra ids).
 pub type SampleRng = Xoshiro256PlusPlus;
@@ -100,14 +103,15 @@ pub struct SparseLayer {
     pub(crate) layout: WeightLayout,
     /// Floats per stored row: the row length rounded up to 16 (64 bytes).
     pub(crate) stride: usize,
-    /// Row `r` of the weights, then its Adam moments: `[w | m | v]`, `w` `stride` floats and
-    /// `m`, `v` `stride` floats each (or `stride` BF16 values each, packed into `stride`
-    /// floats' room: see [`MomentPrecision`]), in one block of [`block`](Self::block) floats
-    /// at `r * block`. An update reads and writes one contiguous 1.5 KB block (1 KB with BF16
-    /// moments) for a 128-wide row instead of three scattered ones; the update of randomly
-    /// chosen rows is bound by memory traffic, so this is what it costs.
+    /// Row `r` of the weights, then its Adam moments: `[w | m | v]`, `stride` values each,
+    /// f32 or BF16 (see [`Precision`] and [`BlockLayout`]), in one block of
+    /// [`block`](Self::block) floats at `r * block`. An update reads and writes one
+    /// contiguous 1.5 KB block (1 KB with BF16 moments, 768 bytes with BF16 weights too)
+    /// for a 128-wide row instead of three scattered ones; the update of randomly chosen
+    /// rows is bound by memory traffic, so this is what it costs.
     pub(crate) params: Vec<f32>,
-    pub(crate) moments: MomentPrecision,
+    pub(crate) moments: Precision,
+    pub(crate) weights: Precision,
     pub(crate) bias: Vec<f32>,
     pub(crate) row_steps: Vec<u32>,
     pub(crate) bias_m: Vec<f32>,
@@ -155,8 +159,15 @@ impl SparseLayer {
             WeightLayout::NeuronMajor => (config.out_dim, in_dim),
             WeightLayout::InputMajor => (in_dim, config.out_dim),
         };
-        let stride = padded(row_len);
-        let block = config.moments.block_factor() * stride;
+        if config.weights == Precision::Bf16 && config.moments != Precision::Bf16 {
+            return Err(config_error(what(), "BF16 weights need BF16 moments"));
+        }
+        let storage = BlockLayout {
+            stride: padded(row_len),
+            weights: config.weights,
+            moments: config.moments,
+        };
+        let (stride, block) = (storage.stride, storage.block());
         let total = rows
             .checked_mul(block)
             .ok_or_else(|| config_error(what(), "weight matrix too large"))?;
@@ -166,10 +177,13 @@ impl SparseLayer {
             .map_err(|e| config_error(what(), e))?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut params = crate::kernels::zeroed_huge(total);
-        for row in params.chunks_exact_mut(block) {
-            for w in &mut row[..row_len] {
+        let mut row = vec![0.0f32; row_len];
+        for block in params.chunks_exact_mut(block) {
+            for w in &mut row {
                 *w = config.init.draw(in_dim, config.out_dim, &mut rng);
             }
+            let [mut w, _, _] = storage.parts_mut(block);
+            w.first(row_len).store_nearest(&row);
         }
         let mut layer = SparseLayer {
             in_dim,
@@ -179,6 +193,7 @@ impl SparseLayer {
             stride,
             params,
             moments: config.moments,
+            weights: config.weights,
             bias: vec![0.0; config.out_dim],
             row_steps: vec![0; rows],
             bias_m: vec![0.0; config.out_dim],
@@ -239,38 +254,71 @@ impl SparseLayer {
         }
     }
 
-    fn index(&self, neuron: usize, input: usize) -> usize {
+    /// The stored row and position of the weight from `input` to `neuron`. Panics if
+    /// either is out of range.
+    fn position(&self, neuron: usize, input: usize) -> (usize, usize) {
         assert!(
             neuron < self.out_dim && input < self.in_dim,
             "weight index out of range"
         );
         match self.layout {
-            WeightLayout::NeuronMajor => neuron * self.block() + input,
-            WeightLayout::InputMajor => input * self.block() + neuron,
+            WeightLayout::NeuronMajor => (neuron, input),
+            WeightLayout::InputMajor => (input, neuron),
         }
     }
 
-    /// Stored row `r`'s weights (`stride` floats, zero past the row length).
+    /// Where the parts of a row block lie.
     #[inline]
-    pub(crate) fn row(&self, r: usize) -> &[f32] {
-        &self.params[r * self.block()..][..self.stride]
+    pub(crate) fn block_layout(&self) -> BlockLayout {
+        BlockLayout {
+            stride: self.stride,
+            weights: self.weights,
+            moments: self.moments,
+        }
     }
 
-    /// The stored rows' weights and the distance between two rows' starts: row `r`'s
-    /// weights are `rows[r * stride..][..row_len]` (Adam's moments sit in between).
-    pub(crate) fn weight_rows(&self) -> (&[f32], usize) {
-        (&self.params, self.block())
+    /// Stored row `r`'s weights (`stride` values, zero past the row length).
+    #[inline]
+    pub(crate) fn row(&self, r: usize) -> Values<'_> {
+        let start = r * self.block();
+        match self.weights {
+            Precision::F32 => Values::F32(&self.params[start..][..self.stride]),
+            Precision::Bf16 => Values::Bf16(bytemuck::cast_slice(
+                &self.params[start..][..self.stride / 2],
+            )),
+        }
+    }
+
+    /// The stored rows' f32 weights and the distance between two rows' starts: row `r`'s
+    /// weights are `rows[r * stride..][..row_len]` (Adam's moments sit in between). `None`
+    /// for BF16 weights: see [`widen_rows`](Self::widen_rows).
+    pub(crate) fn f32_rows(&self) -> Option<(&[f32], usize)> {
+        (self.weights == Precision::F32).then_some((&self.params, self.block()))
+    }
+
+    /// The weights of stored rows `first..first + count`, widened to f32, row after row
+    /// without padding into `out` (`count * row_len` values).
+    pub(crate) fn widen_rows(&self, first: usize, out: &mut [f32]) {
+        let row_len = self.row_len();
+        for (r, out) in out.chunks_exact_mut(row_len.max(1)).enumerate() {
+            self.row(first + r).first(row_len).widen_into(out);
+        }
     }
 
     /// Floats per stored row's block (weights and moments).
     #[inline]
     pub(crate) fn block(&self) -> usize {
-        self.moments.block_factor() * self.stride
+        self.block_layout().block()
     }
 
     /// How the Adam moments of the weights are stored.
-    pub fn moment_precision(&self) -> MomentPrecision {
+    pub fn moment_precision(&self) -> Precision {
         self.moments
+    }
+
+    /// How the weights are stored.
+    pub fn weight_precision(&self) -> Precision {
+        self.weights
     }
 
     /// Every neuron's bias.
@@ -280,13 +328,17 @@ impl SparseLayer {
 
     /// The weight from `input` to `neuron`. Panics if either is out of range.
     pub fn weight(&self, neuron: usize, input: usize) -> f32 {
-        self.params[self.index(neuron, input)]
+        let (row, col) = self.position(neuron, input);
+        self.row(row).get(col)
     }
 
-    /// Sets the weight from `input` to `neuron` (the LSH tables are not rebuilt).
+    /// Sets the weight from `input` to `neuron`, rounded to nearest if the layer keeps BF16
+    /// weights (the LSH tables are not rebuilt).
     pub fn set_weight(&mut self, neuron: usize, input: usize, value: f32) {
-        let i = self.index(neuron, input);
-        self.params[i] = value;
+        let (row, col) = self.position(neuron, input);
+        let (storage, block) = (self.block_layout(), self.block());
+        let [mut w, _, _] = storage.parts_mut(&mut self.params[row * block..][..block]);
+        w.set_nearest(col, value);
     }
 
     /// The bias of `neuron`.
@@ -302,8 +354,7 @@ impl SparseLayer {
     /// Adam's `(m, v)` for the weight from `input` to `neuron`, and the update count of the
     /// row holding it.
     pub fn adam_state(&self, neuron: usize, input: usize) -> (f32, f32, u32) {
-        let i = self.index(neuron, input);
-        let (row, col) = (i / self.block(), i % self.block());
+        let (row, col) = self.position(neuron, input);
         let (m, v) = self.moments_at(row, col);
         (m, v, self.row_steps[row])
     }
@@ -320,12 +371,19 @@ impl SparseLayer {
 
     /// Re-hashes every neuron's weight row into the layer's tables (no-op for dense layers).
     pub fn rebuild_tables(&mut self) -> Result<()> {
-        let block = self.block();
-        if let Some(lsh) = &mut self.lsh {
-            lsh.tables.rebuild_dense(&lsh.family, &self.params, block)?;
-            lsh.stats = lsh.tables.stats();
-        }
-        Ok(())
+        // Out of the layer while its rows are read.
+        let Some(mut lsh) = self.lsh.take() else {
+            return Ok(());
+        };
+        let rebuilt = match self.f32_rows() {
+            Some((rows, block)) => lsh.tables.rebuild_dense(&lsh.family, rows, block),
+            None => lsh
+                .tables
+                .rebuild_filled(&lsh.family, |first, out| self.widen_rows(first, out)),
+        };
+        lsh.stats = lsh.tables.stats();
+        self.lsh = Some(lsh);
+        Ok(rebuilt?)
     }
 
     /// What the LSH tables held after the last rebuild (bucket occupancy, ids dropped by

@@ -8,7 +8,7 @@ use slide_lsh::{HashFamily, SampleCounts, Vector};
 use super::trace::SelectScratch;
 use super::{Activation, LayerTrace, Mode, SampleRng, SparseLayer, WeightLayout};
 use crate::error::{Result, SlideError};
-use crate::kernels::{Kernels, kernels, prefetch, sparse_dot};
+use crate::kernels::{Kernels, kernels, prefetch_values, sparse_dot_row};
 
 /// How many active rows ahead the forward pass asks for a row.
 const PREFETCH_AHEAD: usize = 4;
@@ -130,7 +130,7 @@ impl SparseLayer {
                 // positions ahead while this one is scored.
                 for (position, &j) in trace.active.iter().enumerate() {
                     if let Some(&ahead) = trace.active.get(position + PREFETCH_AHEAD) {
-                        prefetch(&self.row(ahead as usize)[..self.in_dim]);
+                        prefetch_values(self.row(ahead as usize).first(self.in_dim));
                     }
                     trace.out.push(self.neuron_logit(k, j as usize, input));
                 }
@@ -143,7 +143,7 @@ impl SparseLayer {
             WeightLayout::InputMajor => {
                 trace.out.extend_from_slice(&self.bias);
                 input.for_each_nonzero(|i, v| {
-                    (k.axpy)(v, &self.row(i)[..self.out_dim], &mut trace.out);
+                    k.axpy_row(v, self.row(i).first(self.out_dim), &mut trace.out);
                 });
             }
         }
@@ -234,11 +234,11 @@ impl SparseLayer {
     #[inline]
     pub(crate) fn neuron_logit(&self, k: &Kernels, j: usize, input: Vector<'_>) -> f32 {
         debug_assert_eq!(self.layout, WeightLayout::NeuronMajor);
-        let row = &self.row(j)[..self.in_dim];
+        let row = self.row(j).first(self.in_dim);
         self.bias[j]
             + match input {
-                Vector::Dense(x) => (k.dot)(row, x),
-                Vector::Sparse { indices, values } => sparse_dot(row, indices, values),
+                Vector::Dense(x) => k.dot_row(row, x),
+                Vector::Sparse { indices, values } => sparse_dot_row(row, indices, values),
             }
     }
 
@@ -295,10 +295,10 @@ impl SparseLayer {
                 for (position, &d) in trace.delta.iter().enumerate() {
                     let row = self.row(trace.id(position) as usize);
                     match input {
-                        Vector::Dense(_) => (k.axpy)(d, &row[..self.in_dim], out),
+                        Vector::Dense(_) => k.axpy_row(d, row.first(self.in_dim), out),
                         Vector::Sparse { indices, .. } => {
                             for (g, &i) in out.iter_mut().zip(indices) {
-                                *g += d * row[i as usize];
+                                *g += d * row.get(i as usize);
                             }
                         }
                     }
@@ -311,8 +311,7 @@ impl SparseLayer {
                         Vector::Dense(_) => p,
                         Vector::Sparse { indices, .. } => indices[p] as usize,
                     };
-                    let row = &self.row(i)[..self.out_dim];
-                    *g = (k.dot)(row, &trace.delta);
+                    *g = k.dot_row(self.row(i).first(self.out_dim), &trace.delta);
                 }
                 self.out_dim * n_in
             }

@@ -1,7 +1,9 @@
 //! A layer's trainable state in plain arrays, for checkpoints.
 
-use super::{MomentPrecision, SparseLayer};
+use super::config::{M, V, WEIGHTS};
+use super::{Precision, SparseLayer};
 use crate::kernels::bf16;
+use crate::kernels::{Values, ValuesMut};
 use slide_lsh::TablesArray;
 
 use crate::error::{Result, SlideError, config_error};
@@ -46,23 +48,24 @@ impl SparseLayer {
     /// A copy of the layer's trainable state.
     pub fn export_state(&self) -> LayerState {
         let (rows, row_len) = (self.rows(), self.row_len());
-        let part = |which: Part| -> Vec<f32> {
+        let storage = self.block_layout();
+        let part = |which: usize| -> Vec<f32> {
             let mut out = vec![0.0f32; rows * row_len];
             for (block, row) in self
                 .params
                 .chunks_exact(self.block())
                 .zip(out.chunks_exact_mut(row_len.max(1)))
             {
-                self.read_part(which, block, row);
+                storage.part(block, which).first(row_len).widen_into(row);
             }
             out
         };
         LayerState {
             rows,
             row_len,
-            weights: part(Part::Weights),
-            m: part(Part::M),
-            v: part(Part::V),
+            weights: part(WEIGHTS),
+            m: part(M),
+            v: part(V),
             row_steps: self.row_steps.clone(),
             bias: self.bias.clone(),
             bias_m: self.bias_m.clone(),
@@ -84,20 +87,11 @@ impl SparseLayer {
     /// Whether every weight, bias and Adam moment is finite.
     pub fn is_finite(&self) -> bool {
         let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
-        let (stride, row_len) = (self.stride, self.row_len());
+        let (storage, row_len) = (self.block_layout(), self.row_len());
         let rows_finite = self.params.chunks_exact(self.block()).all(|block| {
-            finite(&block[..row_len])
-                && match self.moments {
-                    MomentPrecision::F32 => {
-                        finite(&block[stride..stride + row_len])
-                            && finite(&block[2 * stride..2 * stride + row_len])
-                    }
-                    MomentPrecision::Bf16 => {
-                        let halves: &[u16] = bytemuck::cast_slice(&block[stride..]);
-                        let finite = |h: &[u16]| h.iter().all(|&b| b & 0x7f80 != 0x7f80);
-                        finite(&halves[..row_len]) && finite(&halves[stride..stride + row_len])
-                    }
-                }
+            [WEIGHTS, M, V]
+                .into_iter()
+                .all(|p| storage.part(block, p).first(row_len).is_finite())
         });
         rows_finite
             && [&self.bias, &self.bias_m, &self.bias_v]
@@ -105,68 +99,14 @@ impl SparseLayer {
                 .all(|v| finite(v))
     }
 
-    /// Copies part `which` of one row block (weights, or a moment widened to f32) into
-    /// `out` (the row's length).
-    fn read_part(&self, which: Part, block: &[f32], out: &mut [f32]) {
-        let (stride, len) = (self.stride, out.len());
-        match (which, self.moments) {
-            (Part::Weights, _) => out.copy_from_slice(&block[..len]),
-            (Part::M, MomentPrecision::F32) => out.copy_from_slice(&block[stride..stride + len]),
-            (Part::V, MomentPrecision::F32) => {
-                out.copy_from_slice(&block[2 * stride..2 * stride + len])
-            }
-            (moment, MomentPrecision::Bf16) => {
-                let halves: &[u16] = bytemuck::cast_slice(&block[stride..]);
-                let from = if moment == Part::M { 0 } else { stride };
-                for (o, &h) in out.iter_mut().zip(&halves[from..from + len]) {
-                    *o = bf16::to_f32(h);
-                }
-            }
-        }
-    }
-
-    /// Stores `values` (the row's length) as part `which` of one row block, rounding a
-    /// moment to the nearest BF16 if the layer keeps them so.
-    fn write_part(
-        moments: MomentPrecision,
-        stride: usize,
-        which: Part,
-        block: &mut [f32],
-        values: &[f32],
-    ) {
-        let len = values.len();
-        match (which, moments) {
-            (Part::Weights, _) => block[..len].copy_from_slice(values),
-            (Part::M, MomentPrecision::F32) => block[stride..stride + len].copy_from_slice(values),
-            (Part::V, MomentPrecision::F32) => {
-                block[2 * stride..2 * stride + len].copy_from_slice(values)
-            }
-            (moment, MomentPrecision::Bf16) => {
-                let halves: &mut [u16] = bytemuck::cast_slice_mut(&mut block[stride..]);
-                let from = if moment == Part::M { 0 } else { stride };
-                for (h, &x) in halves[from..from + len].iter_mut().zip(values) {
-                    *h = bf16::from_f32_nearest(x);
-                }
-            }
-        }
-    }
-
     /// Adam's `(m, v)` at position `col` of row `row`, as f32.
     pub(crate) fn moments_at(&self, row: usize, col: usize) -> (f32, f32) {
-        let (block, stride) = (
-            &self.params[row * self.block()..][..self.block()],
-            self.stride,
-        );
-        match self.moments {
-            MomentPrecision::F32 => (block[stride + col], block[2 * stride + col]),
-            MomentPrecision::Bf16 => {
-                let halves: &[u16] = bytemuck::cast_slice(&block[stride..]);
-                (
-                    bf16::to_f32(halves[col]),
-                    bf16::to_f32(halves[stride + col]),
-                )
-            }
-        }
+        let block = &self.params[row * self.block()..][..self.block()];
+        let storage = self.block_layout();
+        (
+            storage.part(block, M).get(col),
+            storage.part(block, V).get(col),
+        )
     }
 
     /// The tables' generation, for sampled layers (see [`slide_lsh::TablesState`]).
@@ -175,7 +115,7 @@ impl SparseLayer {
     }
 
     /// The arrays of the layer's state as [`write_state_tensor`](Self::write_state_tensor)
-    /// writes them (the weights' moments in the layer's [`MomentPrecision`]), by the names
+    /// writes them (the weights' moments in the layer's [`Precision`]), by the names
     /// checkpoints give them (`weight`, `adam_m`, `adam_v`,
     /// `row_steps`, `bias`, `bias_adam_m`, `bias_adam_v`, `bias_steps`, and where in use
     /// `shared_negatives`, `query_center`, `tables.buckets`, `tables.store`,
@@ -187,13 +127,14 @@ impl SparseLayer {
             elem,
             shape,
         };
-        // Moments as the layer keeps them: a BF16 layer's are written as they are.
-        let moments = match self.moments {
-            MomentPrecision::F32 => Elem::F32,
-            MomentPrecision::Bf16 => Elem::Bf16,
+        // Weights and moments as the layer keeps them: BF16 ones are written as they are.
+        let elem = |precision| match precision {
+            Precision::F32 => Elem::F32,
+            Precision::Bf16 => Elem::Bf16,
         };
+        let moments = elem(self.moments);
         let mut out = vec![
-            t("weight", Elem::F32, vec![rows, row_len]),
+            t("weight", elem(self.weights), vec![rows, row_len]),
             t("adam_m", moments, vec![rows, row_len]),
             t("adam_v", moments, vec![rows, row_len]),
             t("row_steps", Elem::U32, vec![rows]),
@@ -225,13 +166,15 @@ impl SparseLayer {
         name: &str,
         sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let row_len = self.row_len();
-        let part = |which: Part, sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>| {
-            let mut row = vec![0.0f32; row_len];
+        let (row_len, storage) = (self.row_len(), self.block_layout());
+        // A part of every row, in its own precision.
+        let part = |which: usize, sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>| {
             let mut out = Pieces::new(sink);
             for block in self.params.chunks_exact(self.block()) {
-                self.read_part(which, block, &mut row);
-                out.put(&row, f32::to_le_bytes)?;
+                match storage.part(block, which).first(row_len) {
+                    Values::F32(x) => out.put(x, f32::to_le_bytes)?,
+                    Values::Bf16(x) => out.put(x, u16::to_le_bytes)?,
+                }
             }
             out.finish()
         };
@@ -239,18 +182,9 @@ impl SparseLayer {
         let f32s: fn(f32) -> [u8; 4] = f32::to_le_bytes;
         let u32s: fn(u32) -> [u8; 4] = u32::to_le_bytes;
         match name {
-            "weight" => part(Part::Weights, sink),
-            "adam_m" | "adam_v" if self.moments == MomentPrecision::Bf16 => {
-                let from = if name == "adam_m" { 0 } else { self.stride };
-                let mut out = Pieces::new(sink);
-                for block in self.params.chunks_exact(self.block()) {
-                    let halves: &[u16] = bytemuck::cast_slice(&block[self.stride..]);
-                    out.put(&halves[from..from + row_len], u16::to_le_bytes)?;
-                }
-                out.finish()
-            }
-            "adam_m" => part(Part::M, sink),
-            "adam_v" => part(Part::V, sink),
+            "weight" => part(WEIGHTS, sink),
+            "adam_m" => part(M, sink),
+            "adam_v" => part(V, sink),
             "bias" => write_rows(std::iter::once(&self.bias[..]), f32s, sink),
             "bias_adam_m" => write_rows(std::iter::once(&self.bias_m[..]), f32s, sink),
             "bias_adam_v" => write_rows(std::iter::once(&self.bias_v[..]), f32s, sink),
@@ -302,11 +236,11 @@ impl SparseLayer {
             {
                 continue;
             }
-            // The moments read in either precision, whatever the layer keeps.
-            let moment = matches!(t.name.as_str(), "adam_m" | "adam_v");
+            // Weights and moments read in either precision, whatever the layer keeps.
+            let either = matches!(t.name.as_str(), "weight" | "adam_m" | "adam_v");
             match source.tensor(&t.name) {
                 Some((elem, shape)) if elem == t.elem && shape == t.shape => {}
-                Some((Elem::F32 | Elem::Bf16, shape)) if moment && shape == t.shape => {}
+                Some((Elem::F32 | Elem::Bf16, shape)) if either && shape == t.shape => {}
                 Some((elem, shape)) => {
                     return Err(fail(format!(
                         "`{}` is {elem:?} {shape:?}, the layer's {:?} {:?}",
@@ -340,16 +274,16 @@ impl SparseLayer {
         }
 
         // Weights and moments, a block of rows at a time, into the padded rows.
-        let (rows, row_len, stride, block) =
-            (self.rows(), self.row_len(), self.stride, self.block());
+        let (rows, row_len, storage, block) = (
+            self.rows(),
+            self.row_len(),
+            self.block_layout(),
+            self.block(),
+        );
         let rows_per_piece = (PIECE / (4 * row_len.max(1))).max(1);
         let mut bytes = vec![0u8; rows_per_piece.min(rows) * row_len * 4];
         let mut values = vec![0.0f32; row_len];
-        for (name, which) in [
-            ("weight", Part::Weights),
-            ("adam_m", Part::M),
-            ("adam_v", Part::V),
-        ] {
+        for (name, which) in [("weight", WEIGHTS), ("adam_m", M), ("adam_v", V)] {
             let elem = source.tensor(name).map_or(Elem::F32, |(elem, _)| elem);
             let size = elem.bytes();
             for first in (0..rows).step_by(rows_per_piece) {
@@ -361,25 +295,23 @@ impl SparseLayer {
                     .chunks_exact_mut(block)
                     .zip(piece.chunks_exact(row_len * size))
                 {
-                    if elem == Elem::Bf16 && self.moments == MomentPrecision::Bf16 {
+                    match (elem, storage.part_mut(block, which)) {
                         // BF16 into BF16: the values as they are.
-                        let from = if which == Part::M { 0 } else { stride };
-                        let halves: &mut [u16] = bytemuck::cast_slice_mut(&mut block[stride..]);
-                        for (h, b) in halves[from..from + row_len]
-                            .iter_mut()
-                            .zip(row.chunks_exact(2))
-                        {
-                            *h = u16::from_le_bytes([b[0], b[1]]);
+                        (Elem::Bf16, ValuesMut::Bf16(halves)) => {
+                            for (h, b) in halves.iter_mut().zip(row.chunks_exact(2)) {
+                                *h = u16::from_le_bytes([b[0], b[1]]);
+                            }
                         }
-                        continue;
+                        (_, mut part) => {
+                            for (x, b) in values.iter_mut().zip(row.chunks_exact(size)) {
+                                *x = match elem {
+                                    Elem::Bf16 => bf16::to_f32(u16::from_le_bytes([b[0], b[1]])),
+                                    _ => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                                };
+                            }
+                            part.first(row_len).store_nearest(&values);
+                        }
                     }
-                    for (x, b) in values.iter_mut().zip(row.chunks_exact(size)) {
-                        *x = match elem {
-                            Elem::Bf16 => bf16::to_f32(u16::from_le_bytes([b[0], b[1]])),
-                            _ => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-                        };
-                    }
-                    Self::write_part(self.moments, stride, which, block, &values);
                 }
             }
         }
@@ -479,14 +411,6 @@ impl<'s, E> Pieces<'s, E> {
         }
         Ok(())
     }
-}
-
-/// A part of a stored row block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Part {
-    Weights,
-    M,
-    V,
 }
 
 /// Bytes handed to a sink at a time, and read from a source at a time.

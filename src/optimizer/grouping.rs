@@ -270,6 +270,7 @@ pub(super) mod tests {
             init: Init::Glorot,
             lsh: None,
             moments: Default::default(),
+            weights: Default::default(),
         };
         SparseLayer::new(in_dim, &config, 5).unwrap()
     }

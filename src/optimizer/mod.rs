@@ -10,9 +10,9 @@ pub use grouping::UpdateScratch;
 use grouping::{accumulate_row, bias_gradients};
 
 use crate::error::{Result, config_error};
-use crate::kernels::{bf16, kernels};
+use crate::kernels::{ValuesMut, bf16, kernels};
 use crate::layer::{LayerBatch, SparseLayer, WeightLayout};
-use crate::rows::{DisjointRows, RowMoments};
+use crate::rows::DisjointRows;
 
 /// What one update did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -109,8 +109,14 @@ impl SparseLayer {
         scratch.group_rows(self, batch);
         let (layout, row_len, stride) = (self.layout, self.row_len(), self.stride);
         scratch.size_rows(row_len);
-        let mut rows =
-            DisjointRows::new(&mut self.params, &mut self.row_steps, stride, self.moments);
+        let (weights, moments) = (self.weights, self.moments);
+        let mut rows = DisjointRows::new(
+            &mut self.params,
+            &mut self.row_steps,
+            stride,
+            weights,
+            moments,
+        );
         let taken = adam.steps();
         let shared = &*scratch;
         rows.par_for_each_init(
@@ -124,26 +130,22 @@ impl SparseLayer {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
             },
-            |g, k, row| {
+            |g, k, mut row| {
                 g.resize(row_len, 0.0);
                 accumulate_row(layout, batch, shared.group(k), scale, g);
                 *row.steps += 1;
                 let step = adam.step(*row.steps);
-                match row.moments {
-                    RowMoments::F32 { m, v } => (kernels().adam)(
-                        &mut row.w[..row_len],
-                        g,
-                        &mut m[..row_len],
-                        &mut v[..row_len],
-                        &step,
-                    ),
-                    RowMoments::Bf16 { m, v } => {
+                match (row.w.first(row_len), row.m, row.v) {
+                    (ValuesMut::F32(w), ValuesMut::F32(m), ValuesMut::F32(v)) => {
+                        (kernels().adam)(w, g, &mut m[..row_len], &mut v[..row_len], &step)
+                    }
+                    (w, ValuesMut::Bf16(m), ValuesMut::Bf16(v)) => {
                         // Rounding bits of this row's update: the row, the optimizer's step
                         // and the row's own count (for callers that never advance Adam).
                         let when = taken.wrapping_add(u64::from(*row.steps) << 32);
                         let seed = bf16::row_seed(shared.touched[k], when);
                         (kernels().adam_bf16)(
-                            &mut row.w[..row_len],
+                            w,
                             g,
                             &mut m[..row_len],
                             &mut v[..row_len],
@@ -151,6 +153,7 @@ impl SparseLayer {
                             seed,
                         );
                     }
+                    _ => unreachable!("BF16 weights come with BF16 moments (DisjointRows::new)"),
                 }
             },
         );

@@ -20,6 +20,7 @@ pub fn dense(out_dim: usize, activation: Activation) -> LayerConfig {
         init: Init::Glorot,
         lsh: None,
         moments: Default::default(),
+        weights: Default::default(),
     }
 }
 
@@ -31,6 +32,7 @@ pub fn input_major(out_dim: usize, activation: Activation) -> LayerConfig {
         init: Init::Glorot,
         lsh: None,
         moments: Default::default(),
+        weights: Default::default(),
     }
 }
 
@@ -58,6 +60,7 @@ pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> Lay
             center_queries: false,
         }),
         moments: Default::default(),
+        weights: Default::default(),
     }
 }
 

@@ -607,6 +607,7 @@ mod tests {
             init: Init::Glorot,
             lsh: None,
             moments: Default::default(),
+            weights: Default::default(),
         };
         NetworkConfig {
             input_dim: 6,
@@ -692,7 +693,7 @@ mod tests {
     #[test]
     fn bf16_moments_are_written_as_bf16() {
         let mut bf16 = config(0.01);
-        bf16.layers[1].moments = slide::MomentPrecision::Bf16;
+        bf16.layers[1].moments = slide::Precision::Bf16;
         let mut net = Network::new(bf16.clone()).unwrap();
         let mut state = net.export_state();
         let layer = &mut state.layers[1];

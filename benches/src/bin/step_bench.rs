@@ -119,6 +119,7 @@ fn main() {
                         init: Init::Glorot,
                         lsh: None,
                         moments: Default::default(),
+                        weights: Default::default(),
                     },
                     LayerConfig {
                         out_dim: AMAZON_LABELS,
@@ -127,6 +128,7 @@ fn main() {
                         init: Init::Glorot,
                         lsh: Some(lsh(&o)),
                         moments: Default::default(),
+                        weights: Default::default(),
                     },
                 ],
                 Box::new(xmc_like(4096, AMAZON_LABELS, 1)),
@@ -141,6 +143,7 @@ fn main() {
                         init: Init::Glorot,
                         lsh: Some(lsh(&o)),
                         moments: Default::default(),
+                        weights: Default::default(),
                     },
                     LayerConfig {
                         out_dim: 10,
@@ -149,6 +152,7 @@ fn main() {
                         init: Init::Glorot,
                         lsh: None,
                         moments: Default::default(),
+                        weights: Default::default(),
                     },
                 ],
                 Box::new(mnist_like(4096, 2)),

@@ -81,6 +81,8 @@ pub struct CodeBuffer {
     pub(crate) aux: Vec<u32>,
     /// Codes of a block of rows during a table rebuild.
     pub(crate) rows: Vec<u32>,
+    /// A block of rows written out as f32 during a rebuild from another format.
+    pub(crate) matrix: Vec<f32>,
 }
 
 impl CodeBuffer {

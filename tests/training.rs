@@ -1002,21 +1002,7 @@ fn bf16_moments_train_like_f32_moments_and_share_their_state() {
         }
     }
     assert!(moments_checked > 100, "{moments_checked}");
-    let (la, lb) = (
-        train(&mut f32s, &data, 40, 16),
-        train(&mut bf16s, &data, 40, 16),
-    );
-    let tail = |l: &[StepStats]| l[30..].iter().map(|s| s.loss).sum::<f64>() / 10.0;
-    let first = la[0].loss;
-    let (ta, tb) = (tail(&la), tail(&lb));
-    assert!(
-        ta < 0.8 * first,
-        "f32 training did not learn: {first} -> {ta}"
-    );
-    assert!(
-        (ta - tb).abs() < 0.03 * ta,
-        "loss {ta} (f32) vs {tb} (BF16)"
-    );
+    trains_alike(&mut f32s, &mut bf16s, &data);
 
     // F32 state into a BF16 network: weights as they are, moments rounded to nearest.
     let state = f32s.export_state();
@@ -1042,17 +1028,46 @@ fn bf16_moments_train_like_f32_moments_and_share_their_state() {
     let mut widened = Network::with_empty_tables(resumable_config_in(STORAGES[0], 5)).unwrap();
     widened.read_state(&scalars, &mut streamed).unwrap();
     assert_eq!(widened.export_state(), back);
-    let mut narrowed = Network::with_empty_tables(resumable_config_in(STORAGES[1], 5)).unwrap();
-    narrowed
-        .read_state(&scalars, &mut stream(&widened))
-        .unwrap();
-    assert_eq!(narrowed.export_state(), back);
+    assert_eq!(read_streamed(&widened, STORAGES[1]).export_state(), back);
     // A non-finite BF16 moment is seen.
-    assert!(into_bf16.is_finite());
-    let mut broken = back.clone();
-    broken.layers[1].v[7] = f32::INFINITY;
-    into_bf16.import_state(&broken).unwrap();
-    assert!(!into_bf16.is_finite());
+    non_finite_is_seen(&mut into_bf16, &back, |layer| layer.v[7] = f32::INFINITY);
+}
+
+/// 40 steps of `f32s` and of `bf16s` on `data`: the first learns (the mean loss of the last
+/// 10 steps below 0.8 times the first step's) and the second's last 10 are within 3%.
+fn trains_alike(f32s: &mut Network, bf16s: &mut Network, data: &dyn slide::Examples) {
+    let (la, lb) = (train(f32s, data, 40, 16), train(bf16s, data, 40, 16));
+    let tail = |l: &[StepStats]| l[30..].iter().map(|s| s.loss).sum::<f64>() / 10.0;
+    let (first, ta, tb) = (la[0].loss, tail(&la), tail(&lb));
+    assert!(
+        ta < 0.8 * first,
+        "f32 training did not learn: {first} -> {ta}"
+    );
+    assert!(
+        (ta - tb).abs() < 0.03 * ta,
+        "loss {ta} (f32) vs {tb} (BF16)"
+    );
+}
+
+/// A network of `resumable_config_in(storage, 5)` that read `from`'s streamed state.
+fn read_streamed(from: &Network, storage: Storage) -> Network {
+    let mut net = Network::with_empty_tables(resumable_config_in(storage, 5)).unwrap();
+    net.read_state(&from.state_scalars(), &mut stream(from))
+        .unwrap();
+    net
+}
+
+/// `net` is finite, and is not once it imports `state` with the output layer `poison`ed.
+fn non_finite_is_seen(
+    net: &mut Network,
+    state: &slide::NetworkState,
+    poison: impl FnOnce(&mut slide::LayerState),
+) {
+    assert!(net.is_finite());
+    let mut broken = state.clone();
+    poison(&mut broken.layers[1]);
+    net.import_state(&broken).unwrap();
+    assert!(!net.is_finite());
 }
 
 /// BF16 weights: the passes compute with the stored weights widened exactly, so a network
@@ -1109,20 +1124,7 @@ fn bf16_weights_compute_like_their_f32_values_and_train_like_f32() {
     }
 
     // 40 more steps from the same state: BF16 weights (stochastic rounding) against f32.
-    let (la, lb) = (
-        train(&mut f32s, &data, 40, 16),
-        train(&mut bf16s, &data, 40, 16),
-    );
-    let tail = |l: &[StepStats]| l[30..].iter().map(|s| s.loss).sum::<f64>() / 10.0;
-    let (first, ta, tb) = (la[0].loss, tail(&la), tail(&lb));
-    assert!(
-        ta < 0.8 * first,
-        "f32 training did not learn: {first} -> {ta}"
-    );
-    assert!(
-        (ta - tb).abs() < 0.03 * ta,
-        "loss {ta} (f32) vs {tb} (BF16)"
-    );
+    trains_alike(&mut f32s, &mut bf16s, &data);
 
     // F32 weights into a BF16 network round to nearest, directly and streamed; BF16 ones
     // into an f32 network stay as they are.
@@ -1141,20 +1143,12 @@ fn bf16_weights_compute_like_their_f32_values_and_train_like_f32() {
         assert!(a.weights != b.weights);
         assert_eq!((&a.m, &a.bias), (&b.m, &b.bias));
     }
-    let scalars = f32s.state_scalars();
-    let mut streamed = Network::with_empty_tables(resumable_config_in(bf16_weights, 5)).unwrap();
-    streamed.read_state(&scalars, &mut stream(&f32s)).unwrap();
+    let streamed = read_streamed(&f32s, bf16_weights);
     assert_eq!(streamed.export_state(), rounded);
     assert_eq!(stream(&streamed).0["layers.1.weight"].0.elem, Elem::Bf16);
-    let mut widened = Network::with_empty_tables(resumable_config_in(f32_weights, 5)).unwrap();
-    widened
-        .read_state(&scalars, &mut stream(&streamed))
-        .unwrap();
+    let widened = read_streamed(&streamed, f32_weights);
     assert_eq!(widened.export_state(), rounded);
-
-    assert!(into_bf16.is_finite());
-    let mut broken = rounded.clone();
-    broken.layers[1].weights[3] = f32::NAN;
-    into_bf16.import_state(&broken).unwrap();
-    assert!(!into_bf16.is_finite());
+    non_finite_is_seen(&mut into_bf16, &rounded, |layer| {
+        layer.weights[3] = f32::NAN
+    });
 }

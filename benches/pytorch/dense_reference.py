@@ -3,7 +3,8 @@
 (EmbeddingBag N(0, 1), Linear U(+-1/sqrt(fan_in))), Adam, batches of 128, softmax
 cross-entropy with targets 1/|labels| on each of a sample's labels. Prints and writes (CSV)
 the exact P@1 on the first `--test` test samples after every epoch, with training seconds
-(evaluation excluded).
+(evaluation excluded) and the collapse detector's shares (most frequent top-1 output, most
+frequent test label).
 
 Not part of the build or CI; needs `pip install torch numpy`. Example:
     python benches/pytorch/dense_reference.py --data datasets/generated/a100k-20k \
@@ -75,13 +76,21 @@ def main():
         return out(torch.relu(h + hidden_bias))
 
     def p_at_1():
-        hits = 0
+        """Exact P@1, and the collapse detector's two shares: of the test samples whose
+        top-1 is the most frequent top-1 output, and of those carrying the most frequent
+        test label."""
+        hits, tops = 0, []
         with torch.no_grad():
             for s in range(0, len(test_labels), 256):
                 ids = np.arange(s, min(s + 256, len(test_labels)))
                 top = forward(ids, test).argmax(1).numpy()
                 hits += sum(int(t in test_labels[j]) for j, t in zip(ids, top))
-        return hits / len(test_labels)
+                tops.extend(top.tolist())
+        n = len(test_labels)
+        top1 = np.unique(tops, return_counts=True)[1].max() / n
+        label = np.unique(np.concatenate([np.unique(l) for l in test_labels]),
+                          return_counts=True)[1].max() / n
+        return hits / n, top1, label
 
     rng = np.random.default_rng(a.seed)
     n, seconds = len(train_labels), 0.0
@@ -101,13 +110,15 @@ def main():
             for o in optimizers:
                 o.step()
         seconds += time.time() - started
-        p1 = p_at_1()
+        p1, top1, label = p_at_1()
         print(f'epoch {epoch}: exact P@1 {p1:.4f} on {len(test_labels)} test samples, '
               f'{seconds:.1f} s of training ({epoch * n / seconds:.0f} samples/s), '
-              f'last batch loss {loss.item():.3f}', flush=True)
+              f'last batch loss {loss.item():.3f}, top-1 share {top1:.4f} '
+              f'(most frequent label {label:.4f})', flush=True)
         if a.csv:
             with open(a.csv, 'a') as f:
-                f.write(f'pytorch-dense,{labels},{a.lr},{a.seed},{epoch},{p1:.4f},{seconds:.1f}\n')
+                f.write(f'pytorch-dense,{labels},{a.lr},{a.seed},{epoch},{p1:.4f},{seconds:.1f},'
+                        f'{top1:.4f},{label:.4f}\n')
 
 
 if __name__ == '__main__':

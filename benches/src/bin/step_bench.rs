@@ -4,6 +4,7 @@
 //! cargo run --release -p slide-benches --bin step_bench -- amazon [--k 6] [--l 50]
 //!     [--active 1024] [--steps 200] [--batch 128] [--rebuild-every 50]
 //!     [--rebuild-growth-permille 1000]   (1100: each rebuild period 1.1x the previous)
+//!     [--bf16 0]   (1: the sampled layer's weights and Adam moments in BF16)
 //! cargo run --release -p slide-benches --bin step_bench -- mnist --hidden 65536 [...]
 //! ```
 //!
@@ -16,7 +17,7 @@ use std::time::Instant;
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
 use slide::{
     Activation, AdamConfig, Examples, Init, LayerConfig, LshConfig, Network, NetworkConfig,
-    PhaseTimes, RebuildSchedule, StepStats, WeightLayout,
+    PhaseTimes, Precision, RebuildSchedule, StepStats, WeightLayout,
 };
 use slide_benches::scaling::{mnist_like, xmc_like};
 use slide_benches::{AMAZON_FEATURES, AMAZON_HIDDEN, AMAZON_LABELS};
@@ -32,6 +33,8 @@ struct Options {
     rebuild_every: u64,
     /// Per mille: 1000 = fixed period, 1100 = each period 1.1 times the previous.
     rebuild_growth: u64,
+    /// How the sampled layer stores its weights and Adam moments.
+    precision: Precision,
 }
 
 fn parse() -> Result<Options, String> {
@@ -49,6 +52,7 @@ fn parse() -> Result<Options, String> {
         batch: 128,
         rebuild_every: 50,
         rebuild_growth: 1000,
+        precision: Precision::F32,
     };
     while let Some(flag) = args.next() {
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
@@ -62,6 +66,12 @@ fn parse() -> Result<Options, String> {
             "--batch" => o.batch = n,
             "--rebuild-every" => o.rebuild_every = n as u64,
             "--rebuild-growth-permille" => o.rebuild_growth = n as u64,
+            "--bf16" => {
+                o.precision = match n {
+                    0 => Precision::F32,
+                    _ => Precision::Bf16,
+                }
+            }
             _ => return Err(format!("unknown option {flag}")),
         }
     }
@@ -127,8 +137,8 @@ fn main() {
                         layout: WeightLayout::NeuronMajor,
                         init: Init::Glorot,
                         lsh: Some(lsh(&o)),
-                        moments: Default::default(),
-                        weights: Default::default(),
+                        moments: o.precision,
+                        weights: o.precision,
                     },
                 ],
                 Box::new(xmc_like(4096, AMAZON_LABELS, 1)),
@@ -142,8 +152,8 @@ fn main() {
                         layout: WeightLayout::NeuronMajor,
                         init: Init::Glorot,
                         lsh: Some(lsh(&o)),
-                        moments: Default::default(),
-                        weights: Default::default(),
+                        moments: o.precision,
+                        weights: o.precision,
                     },
                     LayerConfig {
                         out_dim: 10,

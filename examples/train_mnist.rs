@@ -72,6 +72,7 @@ fn main() {
         sampling: Sampling::top_k(active).with_min_active(active),
         log_q: false,
         shared_negatives: 0,
+        shared_shift: 0.0,
         center_queries: false,
     });
     let mut net = Network::new(NetworkConfig {

@@ -109,6 +109,7 @@ fn main() {
             sampling: Sampling::top_k(256).with_min_active(256),
             log_q: false,
             shared_negatives: 0,
+            shared_shift: 0.0,
             center_queries: false,
         }),
         moments: Default::default(),

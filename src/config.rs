@@ -121,7 +121,8 @@ impl NetworkConfig {
     /// layer `layers.I.out_dim`, `.activation`, `.layout`, `.init`, `.weights` and `.moments` (if BF16) and,
     /// for sampled layers,
     /// `.lsh.family`, `.lsh.params`, `.lsh.bucket_capacity`, `.lsh.policy`, `.lsh.sampling`,
-    /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, then `adam` and
+    /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, `.lsh.shared_shift` (if not
+    /// 0), then `adam` and
     /// `rebuild`. Checkpoints record it, so a resume can name the settings that changed.
     pub fn describe(&self) -> Vec<(String, String)> {
         let mut out = vec![
@@ -151,6 +152,9 @@ impl NetworkConfig {
                 put("lsh.log_q", lsh.log_q.to_string());
                 put("lsh.shared_negatives", lsh.shared_negatives.to_string());
                 put("lsh.center_queries", lsh.center_queries.to_string());
+                if lsh.shared_shift != 0.0 {
+                    put("lsh.shared_shift", lsh.shared_shift.to_string());
+                }
             }
         }
         out.push(("adam".to_string(), format!("{:?}", self.adam)));
@@ -161,8 +165,8 @@ impl NetworkConfig {
     /// A stable hash of what a trained model's state depends on to be read back and
     /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
     /// each layer's size, activation, layout and LSH settings. Not the optimizer, the
-    /// rebuild schedule, the initialisation or the precision of weights and moments, which
-    /// only shape training (a layer reads a state file's values in either precision).
+    /// rebuild schedule, the initialisation, the shared negatives' shift or the precision of
+    /// weights and moments, which only shape training (a layer reads a state file's values in either precision).
     pub fn architecture_hash(&self) -> u64 {
         self.describe()
             .iter()
@@ -171,7 +175,8 @@ impl NetworkConfig {
                     || key == "rebuild"
                     || key.ends_with(".init")
                     || key.ends_with(".moments")
-                    || key.ends_with(".weights"))
+                    || key.ends_with(".weights")
+                    || key.ends_with(".shared_shift"))
             })
             .fold(FNV_OFFSET, |h, (key, value)| {
                 fnv1a(fnv1a(fnv1a(h, key.as_bytes()), b"="), value.as_bytes())
@@ -320,6 +325,7 @@ mod tests {
             sampling: Sampling::vanilla().with_budget(100),
             log_q: false,
             shared_negatives: 16,
+            shared_shift: 0.0,
             center_queries: false,
         });
         let estimate = config.estimated_bytes();

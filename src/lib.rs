@@ -44,6 +44,7 @@
 //!         sampling: Sampling::vanilla().with_min_active(16),
 //!         log_q: false,
 //!         shared_negatives: 0,
+//!         shared_shift: 0.0,
 //!         center_queries: false,
 //!     }),
 //!     moments: Default::default(),

@@ -114,6 +114,7 @@ impl Recipe {
             sampling: sampling.with_min_active(self.budget),
             log_q: false,
             shared_negatives: 0,
+            shared_shift: 0.0,
             center_queries: false,
         }
     }

@@ -34,6 +34,7 @@ fn layer(
             sampling: Sampling::vanilla().with_budget(b).with_min_active(b),
             log_q: false,
             shared_negatives: 0,
+            shared_shift: 0.0,
             center_queries: false,
         }),
         moments: Default::default(),

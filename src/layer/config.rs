@@ -133,8 +133,20 @@ pub struct LshConfig {
     /// In an output layer fed by ReLU units every input shares a positive mean direction,
     /// and outputs aligned with it ("hubs") score high for every input; dense training
     /// pushes them down at every step, sampled training only when it happens to draw
-    /// them. Sampled with certainty, they get no log-Q shift. 0 turns this off.
+    /// them. Sampled with certainty, they get no log-Q shift unless
+    /// [`shared_shift`](Self::shared_shift) says otherwise. 0 turns this off.
     pub shared_negatives: usize,
+    /// With `log_q`, the fraction (0 to 1) of the sample's log-Q shift that the shared
+    /// negatives' logits get too. At 0 they are scored as themselves, exactly as a full
+    /// softmax would score them, while every table pick is scored as `(n - f) / (a - f)`
+    /// outputs: the picks are pushed down that much harder than the shared negatives, which
+    /// then outrank the labels of the samples the model cannot place (one output the top-1
+    /// of 2-2.6 times the share of the most frequent label at the Amazon-670K shape). At 1
+    /// they are pushed as hard as the picks, and the model learns half as much. Between
+    /// (0.25 at the Amazon-670K shape) each shared negative counts for `e^(0.25 s)` outputs
+    /// like it: README, "Learning as much per epoch".
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub shared_shift: f32,
     /// Hash each input minus the mean input of a recent training batch (refreshed with the
     /// shared negatives) instead of the input itself. Rank-based families (WTA, DWTA) then
     /// see which coordinates are high for this input rather than which are high for every
@@ -158,6 +170,12 @@ impl LshConfig {
     /// family's settings and `K`, `L`, `range_pow`, the tables' limits for `out_dim`
     /// neurons, and the sampling's settings.
     pub fn validate(&self, out_dim: usize) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.shared_shift) {
+            return Err(crate::error::config_error(
+                "lsh",
+                format!("shared_shift must be in [0, 1], got {}", self.shared_shift),
+            ));
+        }
         self.family.validate(self.params)?;
         self.tables(out_dim, 0).validate()?;
         self.sampling.validate(self.params.l)?;

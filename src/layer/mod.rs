@@ -84,6 +84,8 @@ pub(crate) struct LshState {
     pub(crate) sampling: Sampling,
     pub(crate) log_q: bool,
     pub(crate) shared_negatives: usize,
+    /// See [`LshConfig::shared_shift`].
+    pub(crate) shared_shift: f32,
     /// The neurons that scored highest for the mean input at the last refresh.
     pub(crate) shared: Vec<u32>,
     pub(crate) center_queries: bool,
@@ -212,6 +214,7 @@ impl SparseLayer {
                 sampling: lsh.sampling,
                 log_q: lsh.log_q,
                 shared_negatives: lsh.shared_negatives,
+                shared_shift: lsh.shared_shift,
                 shared: Vec::with_capacity(lsh.shared_negatives),
                 center_queries: lsh.center_queries,
                 center: Vec::new(),

@@ -57,6 +57,7 @@ pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> Lay
                 .with_min_active(min_active),
             log_q: false,
             shared_negatives: 0,
+            shared_shift: 0.0,
             center_queries: false,
         }),
         moments: Default::default(),
@@ -132,6 +133,10 @@ pub struct Reference {
     /// With `log_q`: the output layer drew this many uniformly random ids at the end of
     /// each active set (`Sampling::random_extra`, no fill), so only they are shifted.
     pub random_tail: Option<usize>,
+    /// With `log_q`: the output layer's shared negatives (forced like the labels) and the
+    /// fraction of the shift they get (`LshConfig::shared_shift`).
+    pub shared: Vec<u32>,
+    pub shared_fraction: f64,
 }
 
 impl Reference {
@@ -153,6 +158,8 @@ impl Reference {
             activations: layers.iter().map(|l| l.activation()).collect(),
             log_q: false,
             random_tail: None,
+            shared: Vec::new(),
+            shared_fraction: 0.0,
         }
     }
 
@@ -163,7 +170,8 @@ impl Reference {
     }
 
     /// [`forward`](Self::forward) with `shift = (s, labels)` added to the softmax layer's
-    /// logits of every active output that is not in `labels` (the log-Q correction).
+    /// logits of every active output that is not in `labels` (the log-Q correction), a
+    /// `shared_fraction` of it to those in `shared`.
     pub fn forward_shifted(
         &self,
         input: &[f64],
@@ -186,9 +194,14 @@ impl Reference {
                 Activation::Softmax => {
                     if let Some((by, labels)) = shift {
                         for &j in &ids {
-                            if !labels.contains(&(j as u32)) {
-                                out[j] += by;
+                            if labels.contains(&(j as u32)) {
+                                continue;
                             }
+                            out[j] += if self.shared.contains(&(j as u32)) {
+                                self.shared_fraction * by
+                            } else {
+                                by
+                            };
                         }
                     }
                     let max = ids
@@ -230,7 +243,9 @@ impl Reference {
                     let (n, a) = (self.w.last().unwrap().len(), last.len());
                     match self.random_tail {
                         None => {
-                            let f = labels.len();
+                            // Forced: the labels and the shared negatives among the active.
+                            let shared = self.shared.iter().filter(|j| !labels.contains(j));
+                            let f = labels.len() + shared.filter(|j| last.contains(j)).count();
                             Some((((n - f) as f64 / (a - f) as f64).ln(), labels))
                         }
                         Some(r) => Some((((n - (a - r)) as f64 / r as f64).ln(), &last[..a - r])),

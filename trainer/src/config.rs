@@ -223,6 +223,9 @@ pub struct LshSection {
     /// Neurons scoring highest for the batch's mean input, active for every sample.
     #[serde(default)]
     pub shared_negatives: usize,
+    /// With `log_q`, the fraction (0 to 1) of the log-Q shift the shared negatives get.
+    #[serde(default)]
+    pub shared_shift: f32,
     /// Hash each input minus the mean input of a recent batch.
     #[serde(default)]
     pub center_queries: bool,
@@ -713,6 +716,7 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                 },
                 log_q: lsh.log_q,
                 shared_negatives: lsh.shared_negatives,
+                shared_shift: lsh.shared_shift,
                 center_queries: lsh.center_queries,
             }
         }),

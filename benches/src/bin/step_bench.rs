@@ -94,6 +94,7 @@ fn lsh(o: &Options) -> LshConfig {
             .with_min_active(o.active),
         log_q: false,
         shared_negatives: 0,
+        shared_shift: 0.0,
         center_queries: false,
     }
 }

@@ -804,6 +804,21 @@ mod tests {
         );
     }
 
+    /// The shared negatives' shift reaches the core's LSH config; outside [0, 1] the config
+    /// is refused when it is loaded.
+    #[test]
+    fn shared_shift_is_a_fraction() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
+        let shipped = load(&path, &[]).unwrap().network(135_909);
+        assert_eq!(shipped.layers[1].lsh.unwrap().shared_shift, 0.25);
+        let err = load(&path, &["network.layers.1.lsh.shared_shift=1.5".into()]).unwrap_err();
+        assert!(
+            format!("{err:#}").ends_with("shared_shift must be in [0, 1], got 1.5"),
+            "{err:#}"
+        );
+    }
+
     #[test]
     fn learning_rate_schedules() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/mnist.toml");

@@ -59,6 +59,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use slide_lsh::{CodeBuffer, HashTables, LshFamily, QueryScratch, Sampling, TablesStats, Vector};
 
 pub(crate) use config::BlockLayout;
+use config::WEIGHTS;
 pub use config::{Activation, Init, LayerConfig, LshConfig, Mode, Precision, WeightLayout};
 pub(crate) use passes::ranks_before;
 pub(crate) use state::MemorySource;
@@ -184,8 +185,10 @@ impl SparseLayer {
             for w in &mut row {
                 *w = config.init.draw(in_dim, config.out_dim, &mut rng);
             }
-            let [mut w, _, _] = storage.parts_mut(block);
-            w.first(row_len).store_nearest(&row);
+            storage
+                .part_mut(block, WEIGHTS)
+                .first(row_len)
+                .store_nearest(&row);
         }
         let mut layer = SparseLayer {
             in_dim,
@@ -283,13 +286,9 @@ impl SparseLayer {
     /// Stored row `r`'s weights (`stride` values, zero past the row length).
     #[inline]
     pub(crate) fn row(&self, r: usize) -> Values<'_> {
-        let start = r * self.block();
-        match self.weights {
-            Precision::F32 => Values::F32(&self.params[start..][..self.stride]),
-            Precision::Bf16 => Values::Bf16(bytemuck::cast_slice(
-                &self.params[start..][..self.stride / 2],
-            )),
-        }
+        let block = self.block();
+        self.block_layout()
+            .part(&self.params[r * block..][..block], WEIGHTS)
     }
 
     /// The stored rows' f32 weights and the distance between two rows' starts: row `r`'s
@@ -340,8 +339,9 @@ impl SparseLayer {
     pub fn set_weight(&mut self, neuron: usize, input: usize, value: f32) {
         let (row, col) = self.position(neuron, input);
         let (storage, block) = (self.block_layout(), self.block());
-        let [mut w, _, _] = storage.parts_mut(&mut self.params[row * block..][..block]);
-        w.set_nearest(col, value);
+        storage
+            .part_mut(&mut self.params[row * block..][..block], WEIGHTS)
+            .set_nearest(col, value);
     }
 
     /// The bias of `neuron`.

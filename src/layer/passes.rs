@@ -65,7 +65,6 @@ impl SparseLayer {
         trace.shared = 0;
         trace.logit_shift = 0.0;
         trace.shift_from = 0;
-        trace.shared_shift = 0.0;
         let buffers = scratch.buffers.as_mut();
         if let (Some(lsh), Mode::Train | Mode::EvalLsh, Some(b)) = (&self.lsh, mode, buffers) {
             let query = if lsh.center.is_empty() {
@@ -97,7 +96,6 @@ impl SparseLayer {
             if mode == Mode::Train && lsh.log_q {
                 (trace.shift_from, trace.logit_shift) =
                     log_q_shift(self.out_dim, &trace.sources, lsh.sampling.random_extra > 0);
-                trace.shared_shift = lsh.shared_shift * trace.logit_shift;
             }
             trace.dense = false;
         }
@@ -158,8 +156,10 @@ impl SparseLayer {
                     trace.out[trace.shift_from..]
                         .iter_mut()
                         .for_each(|z| *z += shift);
-                    // The shared negatives sit right after the labels among the forced ids.
-                    let (shared, forced) = (trace.shared_shift, trace.sources.forced);
+                    // The shared negatives, right after the labels among the forced ids, get
+                    // `shared_shift` of the shift (see `LshConfig::shared_shift`).
+                    let fraction = self.lsh.as_ref().map_or(0.0, |l| l.shared_shift);
+                    let (shared, forced) = (fraction * shift, trace.sources.forced);
                     if shared != 0.0 {
                         trace.out[forced - trace.shared..forced]
                             .iter_mut()

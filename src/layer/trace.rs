@@ -31,10 +31,6 @@ pub struct LayerTrace {
     /// First active position the log-Q shift applies to (see
     /// [`LshConfig::log_q`](crate::LshConfig::log_q)).
     pub(crate) shift_from: usize,
-    /// Added to the shared negatives' logits (the forced positions after the labels)
-    /// before a softmax: [`LshConfig::shared_shift`](crate::LshConfig::shared_shift) of
-    /// the log-Q shift.
-    pub(crate) shared_shift: f32,
     /// `(in_dim, out_dim)` of the layer whose active set this is (`(0, 0)` before the
     /// first selection), so a trace handed to another layer is refused, not misread.
     pub(crate) shape: (usize, usize),

@@ -232,11 +232,13 @@ impl Network {
         }
         stats.times.update = started.elapsed();
         let (refresh, rebuild) = self.advance_step();
+        let started = Instant::now();
         if refresh || rebuild {
-            let started = Instant::now();
             self.refresh_mean_inputs(ws, data, batch);
-            stats.times.rebuild = started.elapsed();
+        } else {
+            self.rescore_shared_negatives(ws, data, batch);
         }
+        stats.times.rebuild = started.elapsed();
         if rebuild {
             let started = Instant::now();
             self.rebuild_tables()?;
@@ -262,19 +264,48 @@ impl Network {
     /// Refreshes what each LSH layer derives from the mean of its inputs over the batch
     /// just trained on: its shared negatives and its query center (see
     /// [`LshConfig`](crate::LshConfig)).
-    fn refresh_mean_inputs(&mut self, ws: &Workspace, data: &dyn Examples, batch: &[usize]) {
+    fn refresh_mean_inputs(&mut self, ws: &mut Workspace, data: &dyn Examples, batch: &[usize]) {
         for l in 0..self.layers().len() {
-            if !self.layers()[l].uses_mean_input() {
-                continue;
+            if self.layers()[l].uses_mean_input() {
+                self.batch_mean_input(ws, data, batch, l);
+                self.layer_mut(l).refresh_mean_input(&ws.mean);
             }
-            let mut mean = vec![0.0f32; self.layers()[l].in_dim()];
-            let weight = 1.0 / batch.len() as f32;
-            for (state, &sample) in ws.batch().iter().zip(batch) {
-                layer_input(&state.traces, l, data, sample)
-                    .for_each_nonzero(|i, v| mean[i] += weight * v);
-            }
-            self.layer_mut(l).refresh_mean_input(&mean);
         }
+    }
+
+    /// Between refreshes, re-ranks the output layer's shared negatives together with the
+    /// labels of the batch just trained on (see [`SparseLayer::rescore_shared`]).
+    fn rescore_shared_negatives(
+        &mut self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+    ) {
+        let last = self.layers().len() - 1;
+        if !self.layers()[last].has_shared_negatives() {
+            return;
+        }
+        self.batch_mean_input(ws, data, batch, last);
+        ws.candidates.clear();
+        for &sample in batch {
+            ws.candidates.extend_from_slice(data.labels(sample));
+        }
+        self.layer_mut(last)
+            .rescore_shared(&ws.mean, &ws.candidates);
+    }
+
+    /// The mean of layer `l`'s inputs over `batch` (whose traces `ws` holds), into
+    /// `ws.mean`.
+    fn batch_mean_input(&self, ws: &mut Workspace, data: &dyn Examples, batch: &[usize], l: usize) {
+        let mut mean = std::mem::take(&mut ws.mean);
+        mean.clear();
+        mean.resize(self.layers()[l].in_dim(), 0.0);
+        let weight = 1.0 / batch.len() as f32;
+        for (state, &sample) in ws.batch().iter().zip(batch) {
+            layer_input(&state.traces, l, data, sample)
+                .for_each_nonzero(|i, v| mean[i] += weight * v);
+        }
+        ws.mean = mean;
     }
 
     /// The gradients of the batch-mean loss, with the active sets the next

@@ -40,6 +40,10 @@ pub struct Workspace {
     /// Per thread, one select scratch per layer.
     pub(crate) threads: Vec<Mutex<Vec<SelectScratch>>>,
     pub(crate) update: UpdateScratch,
+    /// The mean input of a layer over the latest batch (shared negatives' refresh).
+    pub(crate) mean: Vec<f32>,
+    /// The latest batch's labels (candidates for the shared negatives).
+    pub(crate) candidates: Vec<u32>,
     /// The [`Network::id`] the thread scratch was made for.
     network: Option<u64>,
 }

@@ -52,6 +52,10 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// Held by each test while it counts: the tests of this binary run in parallel, and each
+/// one's pool threads count into the same total.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Sparse input, an input-major hidden layer and an LSH output layer with table rebuilds
 /// every 5 steps, on 2 threads. After four passes over the data (every batch seen, buffers
 /// sized, and each pool thread registered with the work-stealing deques' epoch collector,
@@ -60,6 +64,7 @@ static GLOBAL: Counting = Counting;
 /// with f32 weights and with BF16 weights and moments on the output layer.
 #[test]
 fn steady_state_steps_and_rebuilds_allocate_nothing() {
+    let _serial = SERIAL.lock().unwrap();
     for bf16 in [false, true] {
         steady_state_allocates_nothing(bf16);
     }
@@ -107,5 +112,33 @@ fn steady_state_allocates_nothing(bf16: bool) {
             allocations, 0,
             "{allocations} heap allocations in 16 warm steps (BF16: {bf16})"
         );
+    });
+}
+
+/// Re-ranking the shared negatives between refreshes, which a network does after almost
+/// every step, allocates nothing once its scratch has grown.
+#[test]
+fn rescoring_the_shared_negatives_allocates_nothing_when_warm() {
+    let _serial = SERIAL.lock().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .start_handler(|_| COUNTED.with(|c| c.set(true)))
+        .build()
+        .unwrap();
+    pool.install(|| {
+        let mut config = sampled(500, Activation::Softmax, 32);
+        if let Some(lsh) = &mut config.lsh {
+            lsh.shared_negatives = 16;
+        }
+        let mut layer = slide::SparseLayer::new(64, &config, 3).unwrap();
+        let mean: Vec<f32> = (0..64).map(|i| (i % 7) as f32 * 0.1).collect();
+        let candidates: Vec<u32> = (0..200).map(|j| j * 2).collect();
+        layer.refresh_mean_input(&mean);
+        layer.rescore_shared(&mean, &candidates);
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        for round in 0..4 {
+            layer.rescore_shared(&mean, &candidates[round * 10..]);
+        }
+        assert_eq!(ALLOCATIONS.load(Ordering::Relaxed) - before, 0);
     });
 }

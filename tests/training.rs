@@ -946,8 +946,8 @@ fn recorded_runs(correction: BiasCorrection) -> (u64, u64) {
 /// Refactors keep results bit for bit: the weights, Adam state, losses and evaluation
 /// results of [`recorded_runs`] are those recorded when each was written (with the AVX-512
 /// kernels; other kernel sets sum in another order, so there the test only checks that two
-/// runs agree). The per-row correction's values date from before the global correction
-/// existed, which left that path unchanged.
+/// runs agree). The sparse run's values were recorded again when the shared negatives
+/// began to be re-ranked with the batch's labels after every step.
 #[test]
 fn training_reproduces_the_recorded_run_bit_for_bit() {
     let global = recorded_runs(BiasCorrection::Global);
@@ -958,9 +958,9 @@ fn training_reproduces_the_recorded_run_bit_for_bit() {
     }
 }
 
-const RECORDED_SPARSE_PER_ROW: u64 = 0x602e_66c8_50b6_1149;
+const RECORDED_SPARSE_PER_ROW: u64 = 0x1c3e_80b5_d6b0_bf95;
 const RECORDED_DENSE_PER_ROW: u64 = 0x8816_f568_c704_a5ea;
-const RECORDED_SPARSE: u64 = 0x550b_db69_b0bb_1cdf;
+const RECORDED_SPARSE: u64 = 0x046e_3d39_ca92_a0a7;
 // Every neuron of the dense run's hidden layer is active in every batch, so each row's
 // update count is the step count and both corrections agree.
 const RECORDED_DENSE: u64 = 0x8816_f568_c704_a5ea;
@@ -1151,4 +1151,123 @@ fn bf16_weights_compute_like_their_f32_values_and_train_like_f32() {
     non_finite_is_seen(&mut into_bf16, &rounded, |layer| {
         layer.weights[3] = f32::NAN
     });
+}
+
+/// A layer's pre-activation for `input`, from its public weights (f64 sums).
+fn logit(layer: &slide::SparseLayer, neuron: usize, input: &[f32]) -> f64 {
+    let dot: f64 = (0..layer.in_dim())
+        .map(|i| f64::from(layer.weight(neuron, i)) * f64::from(input[i]))
+        .sum();
+    dot + f64::from(layer.bias(neuron))
+}
+
+/// The `count` best of `ids` by [`logit`], best first (no ties in these tests).
+fn best_of(layer: &slide::SparseLayer, ids: &[u32], input: &[f32], count: usize) -> Vec<u32> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.sort_by(|&a, &b| {
+        logit(layer, b as usize, input).total_cmp(&logit(layer, a as usize, input))
+    });
+    ids.truncate(count);
+    ids
+}
+
+/// Between full refreshes the shared negatives are re-ranked among themselves and the
+/// candidates only: a candidate that now scores high joins them (listed twice, once), a
+/// high-scoring neuron that is not a candidate does not, and the result is the best of the
+/// union, best first. Nothing happens before the first refresh.
+#[test]
+fn rescoring_keeps_the_best_of_the_shared_negatives_and_the_candidates() {
+    let mut config = sampled(30, Activation::Softmax, 8);
+    if let Some(lsh) = &mut config.lsh {
+        lsh.shared_negatives = 4;
+    }
+    let mut layer = slide::SparseLayer::new(6, &config, 5).unwrap();
+    let mean = [0.5, 0.0, 1.0, 0.25, 0.0, 0.75];
+    let shared = |layer: &slide::SparseLayer| layer.export_state().shared;
+    layer.rescore_shared(&mean, &[3, 7]);
+    assert!(
+        shared(&layer).is_empty(),
+        "no shared negatives before the first refresh"
+    );
+
+    layer.refresh_mean_input(&mean);
+    let all: Vec<u32> = (0..30).collect();
+    let first = shared(&layer);
+    assert_eq!(first, best_of(&layer, &all, &mean, 4));
+    // Two neurons outside the shared negatives rise above all of them; only one of them is
+    // a candidate.
+    let outside: Vec<u32> = all.iter().copied().filter(|j| !first.contains(j)).collect();
+    let (risen, not_asked, low) = (outside[0], outside[1], outside[2]);
+    let top = logit(&layer, first[0] as usize, &mean) as f32;
+    layer.set_bias(risen as usize, layer.bias(risen as usize) + top + 1.0);
+    layer.set_bias(
+        not_asked as usize,
+        layer.bias(not_asked as usize) + top + 2.0,
+    );
+    layer.rescore_shared(&mean, &[risen, low, risen]);
+    let union: Vec<u32> = first.iter().copied().chain([risen, low]).collect();
+    let rescored = shared(&layer);
+    assert_eq!(rescored, best_of(&layer, &union, &mean, 4));
+    assert_eq!(rescored[0], risen);
+    assert!(!rescored.contains(&not_asked));
+    assert_eq!(&rescored[1..], &first[..3]);
+    // A full refresh finds the neuron that was not a candidate.
+    layer.refresh_mean_input(&mean);
+    assert_eq!(shared(&layer)[..2], [not_asked, risen]);
+}
+
+#[test]
+#[should_panic(expected = "not a neuron of the layer")]
+fn rescoring_refuses_a_candidate_out_of_range() {
+    let mut config = sampled(30, Activation::Softmax, 8);
+    if let Some(lsh) = &mut config.lsh {
+        lsh.shared_negatives = 4;
+    }
+    let mut layer = slide::SparseLayer::new(6, &config, 5).unwrap();
+    layer.rescore_shared(&[0.0; 6], &[30]);
+}
+
+/// A network re-ranks its output layer's shared negatives after every step that does not
+/// refresh them, among the previous ones and the batch's labels: the set changes between
+/// refreshes, and only ever to ids from that union.
+#[test]
+fn training_steps_rescore_the_shared_negatives_with_the_batch_labels() {
+    let data = sparse_data(256, 60, 40, 21);
+    let mut net = Network::new(resumable_config(22)).unwrap();
+    let mut ws = slide::Workspace::new();
+    let batch = |b: usize| -> Vec<usize> { ((b * 16) % 256..(b * 16) % 256 + 16).collect() };
+    for b in 0..8 {
+        net.train_step_with(&mut ws, &data, &batch(b), &mut StepStats::default())
+            .unwrap();
+    }
+    let mut changed = 0;
+    let mut previous = net.export_state().layers[1].shared.clone();
+    assert_eq!(previous.len(), 3, "refreshed at step 8");
+    for b in 8..15 {
+        let mut stats = StepStats::default();
+        net.train_step_with(&mut ws, &data, &batch(b), &mut stats)
+            .unwrap();
+        let shared = net.export_state().layers[1].shared.clone();
+        if !stats.rebuilt {
+            let labels: Vec<u32> = batch(b)
+                .iter()
+                .flat_map(|&s| data.labels(s).to_vec())
+                .collect();
+            for id in &shared {
+                assert!(
+                    previous.contains(id) || labels.contains(id),
+                    "step {}: {id} is neither a shared negative nor a label",
+                    b + 1
+                );
+            }
+            changed += usize::from(shared != previous);
+        }
+        previous = shared;
+    }
+    assert!(
+        changed > 0,
+        "the shared negatives never moved between refreshes"
+    );
 }

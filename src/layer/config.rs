@@ -128,8 +128,10 @@ pub struct LshConfig {
     /// ids, so that the random ids estimate what the forced and retrieved ones leave out.
     pub log_q: bool,
     /// This many neurons that score highest for the mean input of the latest training
-    /// batch (recomputed every 8 steps and at every table rebuild) join every sample's
-    /// active set, in training and in LSH-mode evaluation.
+    /// batch join every sample's active set, in training and in LSH-mode evaluation. A
+    /// [`Network`](crate::Network) scores every neuron for them every 8 steps and at every
+    /// table rebuild, and in between re-ranks them with the labels of the batch it just
+    /// trained (an output layer; see [`SparseLayer::rescore_shared`](crate::SparseLayer::rescore_shared)).
     /// In an output layer fed by ReLU units every input shares a positive mean direction,
     /// and outputs aligned with it ("hubs") score high for every input; dense training
     /// pushes them down at every step, sampled training only when it happens to draw

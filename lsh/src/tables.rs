@@ -204,6 +204,34 @@ struct Bucket {
     segment: u16,
 }
 
+/// One table's codes in the rebuild's block layout (blocks of `ROWS_PER_TASK` ids,
+/// table-major inside a block).
+#[derive(Clone, Copy)]
+struct TableCodes<'a> {
+    all: &'a [u32],
+    table: usize,
+    l: usize,
+    num_ids: usize,
+}
+
+impl TableCodes<'_> {
+    /// Calls `f(id, code)` for ids `0..num_ids` in order. Plain loops over each block's run
+    /// of this table's codes: with a `flat_map` of the runs, filling the 50 tables of
+    /// 670,091 ids took 262-286 ms per rebuild on 2 threads, 174-226 ms with these.
+    #[inline]
+    fn for_each(self, mut f: impl FnMut(u32, u32)) {
+        let mut id = 0u32;
+        for block in self.all.chunks_exact(ROWS_PER_TASK * self.l) {
+            let run = &block[self.table * ROWS_PER_TASK..][..ROWS_PER_TASK];
+            let left = self.num_ids - id as usize;
+            for &code in &run[..ROWS_PER_TASK.min(left)] {
+                f(id, code);
+                id += 1;
+            }
+        }
+    }
+}
+
 impl Table {
     fn new(num_buckets: usize, rng: Xoshiro256PlusPlus) -> Self {
         Table {
@@ -278,12 +306,12 @@ impl Table {
     /// replay in id order would let full buckets keep their last `capacity` ids, making
     /// the lower ids of every crowded bucket unreachable until the next rebuild. Reservoir
     /// sampling keeps a uniform sample of the ids offered to each bucket.
-    fn build(&mut self, codes: impl Iterator<Item = u32> + Clone, capacity: u16) {
+    fn build(&mut self, codes: TableCodes<'_>, capacity: u16) {
         debug_assert!(self.store.is_empty());
-        for code in codes.clone() {
+        codes.for_each(|_, code| {
             let b = &mut self.buckets[code as usize];
             b.seen = b.seen.saturating_add(1);
-        }
+        });
         let mut next = 0u32;
         for b in &mut self.buckets {
             let len = b.seen.min(u32::from(capacity)) as u16;
@@ -298,16 +326,17 @@ impl Table {
         self.store.resize(next as usize, 0);
         // `insert` with the reservoir policy, for segments that never need to grow: the
         // same stores and the same random draws, without the growth checks.
-        for (id, code) in codes.enumerate() {
-            let b = &mut self.buckets[code as usize];
+        let (buckets, store, rng) = (&mut self.buckets, &mut self.store, &mut self.rng);
+        codes.for_each(|id, code| {
+            let b = &mut buckets[code as usize];
             if b.len < b.segment {
-                self.store[(b.start + u32::from(b.len)) as usize] = id as u32;
+                store[(b.start + u32::from(b.len)) as usize] = id;
                 b.len += 1;
-            } else if let Some(j) = reservoir_slot(&mut self.rng, b.seen, capacity) {
-                self.store[b.start as usize + j] = id as u32;
+            } else if let Some(j) = reservoir_slot(rng, b.seen, capacity) {
+                store[b.start as usize + j] = id;
             }
             b.seen = b.seen.saturating_add(1);
-        }
+        });
     }
 
     fn clear(&mut self, rng: Xoshiro256PlusPlus) {
@@ -542,11 +571,12 @@ impl HashTables {
             .par_iter_mut()
             .enumerate()
             .for_each(|(t, table)| {
-                let table_codes = codes
-                    .chunks_exact(ROWS_PER_TASK * l)
-                    .flat_map(move |block| &block[t * ROWS_PER_TASK..(t + 1) * ROWS_PER_TASK])
-                    .copied()
-                    .take(num_ids);
+                let table_codes = TableCodes {
+                    all: codes,
+                    table: t,
+                    l,
+                    num_ids,
+                };
                 table.build(table_codes, capacity);
             });
         Ok(())

@@ -10,7 +10,8 @@ use super::{Activation, LayerTrace, Mode, SampleRng, SparseLayer, WeightLayout};
 use crate::error::{Result, SlideError};
 use crate::kernels::{Kernels, kernels, prefetch_values, sparse_dot_row};
 
-/// How many active rows ahead the forward pass asks for a row.
+/// How many rows ahead the sampled forward pass (active rows) and the full scan of
+/// [`SparseLayer::top_neurons`] ask for a row.
 const PREFETCH_AHEAD: usize = 4;
 
 impl SparseLayer {
@@ -271,7 +272,15 @@ impl SparseLayer {
             .into_par_iter()
             .map(|b| {
                 let mut best = Vec::with_capacity(top + 1);
-                for j in b * BLOCK..((b + 1) * BLOCK).min(self.out_dim) {
+                let end = ((b + 1) * BLOCK).min(self.out_dim);
+                for j in b * BLOCK..end {
+                    // Rows are read in order, but a row's weights are a third of its block
+                    // (its moments sit in between), a gap the hardware prefetcher does not
+                    // bridge: asking 4 rows ahead took a scan of 670,091 BF16 rows from
+                    // 29 to 21 ms (8 and 16 ahead: 21 and 23 ms).
+                    if j + PREFETCH_AHEAD < end {
+                        prefetch_values(self.row(j + PREFETCH_AHEAD).first(self.in_dim));
+                    }
                     offer(&mut best, self.neuron_logit(k, j, input), j as u32);
                 }
                 best

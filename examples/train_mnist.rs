@@ -74,6 +74,7 @@ fn main() {
         shared_negatives: 0,
         shared_shift: 0.0,
         center_queries: false,
+        exact_picks: false,
     });
     let mut net = Network::new(NetworkConfig {
         input_dim: 784,

@@ -122,7 +122,7 @@ impl NetworkConfig {
     /// for sampled layers,
     /// `.lsh.family`, `.lsh.params`, `.lsh.bucket_capacity`, `.lsh.policy`, `.lsh.sampling`,
     /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, `.lsh.shared_shift` (if not
-    /// 0), then `adam` and
+    /// 0), `.lsh.exact_picks` (if set), then `adam` and
     /// `rebuild`. Checkpoints record it, so a resume can name the settings that changed.
     pub fn describe(&self) -> Vec<(String, String)> {
         let mut out = vec![
@@ -155,6 +155,9 @@ impl NetworkConfig {
                 if lsh.shared_shift != 0.0 {
                     put("lsh.shared_shift", lsh.shared_shift.to_string());
                 }
+                if lsh.exact_picks {
+                    put("lsh.exact_picks", "true".to_string());
+                }
             }
         }
         out.push(("adam".to_string(), format!("{:?}", self.adam)));
@@ -165,7 +168,8 @@ impl NetworkConfig {
     /// A stable hash of what a trained model's state depends on to be read back and
     /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
     /// each layer's size, activation, layout and LSH settings. Not the optimizer, the
-    /// rebuild schedule, the initialisation, the shared negatives' shift or the precision of
+    /// rebuild schedule, the initialisation, the shared negatives' shift, the exact-picks
+    /// ablation or the precision of
     /// weights and moments, which only shape training (a layer reads a state file's values in either precision).
     pub fn architecture_hash(&self) -> u64 {
         self.describe()
@@ -176,7 +180,8 @@ impl NetworkConfig {
                     || key.ends_with(".init")
                     || key.ends_with(".moments")
                     || key.ends_with(".weights")
-                    || key.ends_with(".shared_shift"))
+                    || key.ends_with(".shared_shift")
+                    || key.ends_with(".exact_picks"))
             })
             .fold(FNV_OFFSET, |h, (key, value)| {
                 fnv1a(fnv1a(fnv1a(h, key.as_bytes()), b"="), value.as_bytes())
@@ -327,6 +332,7 @@ mod tests {
             shared_negatives: 16,
             shared_shift: 0.0,
             center_queries: false,
+            exact_picks: false,
         });
         let estimate = config.estimated_bytes();
         let mut net = Network::new(config).unwrap();

@@ -611,6 +611,7 @@ fn resumable_config(seed: u64) -> NetworkConfig {
             log_q: true,
             shared_negatives: 3,
             center_queries: true,
+            exact_picks: false,
             ..l
         });
         vec![input_major(24, Activation::Relu), output]
@@ -1270,4 +1271,45 @@ fn training_steps_rescore_the_shared_negatives_with_the_batch_labels() {
         changed > 0,
         "the shared negatives never moved between refreshes"
     );
+}
+
+/// The exact-picks ablation puts, after the forced ids, as many of the highest-scoring
+/// other neurons as the tables picked (every neuron scored), then the random ids that are
+/// not among them; the counts add up to the active set.
+#[test]
+fn exact_picks_are_the_best_scoring_neurons_outside_the_forced_ones() {
+    let mut config = sampled(60, Activation::Softmax, 12);
+    if let Some(lsh) = &mut config.lsh {
+        lsh.exact_picks = true;
+        lsh.sampling = lsh.sampling.with_random_extra(5);
+    }
+    let layer = slide::SparseLayer::new(8, &config, 9).unwrap();
+    let x = [0.3, -1.0, 0.5, 0.0, 2.0, -0.25, 1.0, 0.75];
+    let input = slide::lsh::Vector::Dense(&x);
+    let mut scratch = layer.select_scratch();
+    let mut trace = slide::LayerTrace::new();
+    let forced = [7, 41];
+    layer
+        .select_active(
+            input,
+            &forced,
+            Mode::Train,
+            &mut slide::sample_rng(3),
+            &mut scratch,
+            &mut trace,
+        )
+        .unwrap();
+    layer.forward(input, &mut trace).unwrap();
+    let ids: Vec<u32> = trace.ids().collect();
+    let s = trace.sources();
+    assert_eq!(s.forced + s.from_tables + s.random_fill, ids.len());
+    assert!(s.from_tables >= 10, "the budget's picks: {s:?}");
+    assert_eq!(&ids[..2], &forced);
+    let others: Vec<u32> = (0..60).filter(|j| !forced.contains(j)).collect();
+    let picks = &ids[2..2 + s.from_tables];
+    assert_eq!(picks, best_of(&layer, &others, &x, s.from_tables));
+    let mut distinct = ids.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ids.len(), "an id twice");
 }

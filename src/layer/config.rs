@@ -154,6 +154,12 @@ pub struct LshConfig {
     /// see which coordinates are high for this input rather than which are high for every
     /// input (with ReLU inputs the same few coordinates win most bins for every sample).
     pub center_queries: bool,
+    /// Ablation, slow: in training, the tables' picks are replaced by the same number of
+    /// the sample's highest-scoring neurons outside the forced ids (every neuron scored for
+    /// every sample): the picks perfect retrieval would make, to measure what better tables
+    /// could buy. Sources, log-Q and everything else stay as the tables left them.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub exact_picks: bool,
 }
 
 impl LshConfig {

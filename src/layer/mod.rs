@@ -94,6 +94,8 @@ pub(crate) struct LshState {
     /// Scratch of [`SparseLayer::rescore_shared`]: the scored union, kept for its capacity.
     pub(crate) rescored: Vec<(f32, u32)>,
     pub(crate) center_queries: bool,
+    /// See [`LshConfig::exact_picks`].
+    pub(crate) exact_picks: bool,
     /// The mean input subtracted from queries (empty until the first refresh).
     pub(crate) center: Vec<f32>,
     /// What the tables held after the last rebuild.
@@ -225,6 +227,7 @@ impl SparseLayer {
                 shared: Vec::with_capacity(lsh.shared_negatives),
                 rescored: Vec::new(),
                 center_queries: lsh.center_queries,
+                exact_picks: lsh.exact_picks,
                 center: Vec::new(),
                 stats,
             });

@@ -92,6 +92,9 @@ impl SparseLayer {
                 &mut b.query,
                 &mut trace.active,
             )?;
+            if mode == Mode::Train && lsh.exact_picks {
+                self.replace_picks_with_exact(input, &mut trace.sources, &mut trace.active);
+            }
             let labels = if mode == Mode::Train { forced.len() } else { 0 };
             trace.shared = trace.sources.forced.saturating_sub(labels);
             if mode == Mode::Train && lsh.log_q {
@@ -250,6 +253,37 @@ impl SparseLayer {
                 Vector::Dense(x) => k.dot_row(row, x),
                 Vector::Sparse { indices, values } => sparse_dot_row(row, indices, values),
             }
+    }
+
+    /// [`LshConfig::exact_picks`](super::LshConfig::exact_picks): the tables' picks in
+    /// `active` (after the `sources.forced` forced ids) replaced by as many of the
+    /// highest-scoring neurons that are not forced, the random ids after them kept unless
+    /// now picked (`sources` counts what is left). Scores every neuron; allocates.
+    fn replace_picks_with_exact(
+        &self,
+        input: Vector<'_>,
+        sources: &mut SampleCounts,
+        active: &mut Vec<u32>,
+    ) {
+        let (forced, picks) = (sources.forced, sources.from_tables);
+        let random = active.split_off(forced + picks);
+        active.truncate(forced);
+        let mut taken = active.clone();
+        taken.sort_unstable();
+        let best = self.top_neurons(input, forced + picks);
+        let exact = best
+            .into_iter()
+            .filter(|id| taken.binary_search(id).is_err());
+        active.extend(exact.take(picks));
+        taken.extend_from_slice(&active[forced..]);
+        taken.sort_unstable();
+        sources.from_tables = active.len() - forced;
+        active.extend(
+            random
+                .into_iter()
+                .filter(|id| taken.binary_search(id).is_err()),
+        );
+        sources.random_fill = active.len() - forced - sources.from_tables;
     }
 
     /// The ids of the `top` neurons with the highest pre-activation for `input` (every

@@ -239,6 +239,11 @@ pub struct LshSection {
     /// the same budget, to measure what LSH adds.
     #[serde(default)]
     pub uniform: bool,
+    /// Ablation, slow: replace the tables' picks with each training sample's
+    /// highest-scoring outputs (every output scored), the picks of perfect retrieval (see
+    /// `slide::LshConfig::exact_picks`).
+    #[serde(default)]
+    pub exact_picks: bool,
 }
 
 impl LshSection {
@@ -718,6 +723,7 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                 shared_negatives: lsh.shared_negatives,
                 shared_shift: lsh.shared_shift,
                 center_queries: lsh.center_queries,
+                exact_picks: lsh.exact_picks,
             }
         }),
         moments: layer.moments,

@@ -96,6 +96,7 @@ fn lsh(o: &Options) -> LshConfig {
         shared_negatives: 0,
         shared_shift: 0.0,
         center_queries: false,
+        exact_picks: false,
     }
 }
 

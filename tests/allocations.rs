@@ -52,6 +52,15 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// A pool of `threads` threads whose allocations count.
+fn counted_pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .start_handler(|_| COUNTED.with(|c| c.set(true)))
+        .build()
+        .unwrap()
+}
+
 /// Held by each test while it counts: the tests of this binary run in parallel, and each
 /// one's pool threads count into the same total.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -72,12 +81,7 @@ fn steady_state_steps_and_rebuilds_allocate_nothing() {
 
 fn steady_state_allocates_nothing(bf16: bool) {
     let data = sparse_data(256, 300, 500, 3);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .start_handler(|_| COUNTED.with(|c| c.set(true)))
-        .build()
-        .unwrap();
-    pool.install(|| {
+    counted_pool(2).install(|| {
         let mut output = sampled(500, Activation::Softmax, 32);
         if bf16 {
             (output.weights, output.moments) = (slide::Precision::Bf16, slide::Precision::Bf16);
@@ -120,12 +124,7 @@ fn steady_state_allocates_nothing(bf16: bool) {
 #[test]
 fn rescoring_the_shared_negatives_allocates_nothing_when_warm() {
     let _serial = SERIAL.lock().unwrap();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .start_handler(|_| COUNTED.with(|c| c.set(true)))
-        .build()
-        .unwrap();
-    pool.install(|| {
+    counted_pool(1).install(|| {
         let mut config = sampled(500, Activation::Softmax, 32);
         if let Some(lsh) = &mut config.lsh {
             lsh.shared_negatives = 16;

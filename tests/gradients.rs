@@ -7,12 +7,20 @@
 mod common;
 
 use common::*;
-use slide::{Activation, Examples, Mode, Network, WeightLayout};
+use slide::{Activation, Examples, LayerGradients, Mode, Network, WeightLayout};
 
-/// Compares every weight and bias gradient of every layer with central differences of the
-/// reference loss, restricted to the active sets the network used. Returns the largest
-/// relative error, `|g - fd| / max(|fd|, floor)` with `floor = 1e-3 * max |fd|` of the layer.
-fn max_relative_error(net: &mut Network, data: &dyn Examples, batch: &[usize]) -> f64 {
+/// The network's gradients for `batch`, checked against central differences of the
+/// reference loss restricted to the active sets the network used: every weight and bias
+/// gradient of every layer within a relative error of `bound`, `|g - fd| / max(|fd|, floor)`
+/// with `floor = 1e-3 * max |fd|` of the layer (the worst printed under `what`). Returned
+/// for the test's further checks.
+fn checked_gradients(
+    net: &Network,
+    data: &dyn Examples,
+    batch: &[usize],
+    what: &str,
+    bound: f64,
+) -> Vec<LayerGradients> {
     let grads = net
         .gradients(&mut slide::Workspace::new(), data, batch)
         .unwrap();
@@ -56,7 +64,26 @@ fn max_relative_error(net: &mut Network, data: &dyn Examples, batch: &[usize]) -
             worst = worst.max((g - fd).abs() / fd.abs().max(floor));
         }
     }
-    worst
+    eprintln!("{what}: worst relative error {worst:.2e}");
+    assert!(worst < bound, "{what}: {worst}");
+    grads
+}
+
+/// The same network's reference loss under two corrections, over the active sets of
+/// `grads`: the corrections must differ measurably (what makes a gradient check of one
+/// of them a check of that correction).
+fn assert_losses_differ(
+    a: &Reference,
+    b: &Reference,
+    data: &dyn Examples,
+    batch: &[usize],
+    grads: &[LayerGradients],
+) {
+    let (la, lb) = (
+        a.loss(data, batch, Some(grads)),
+        b.loss(data, batch, Some(grads)),
+    );
+    assert!((la - lb).abs() > 1e-3, "{la} against {lb}");
 }
 
 /// Dense input, ReLU and linear hidden layers, softmax output, every neuron active.
@@ -67,7 +94,7 @@ fn max_relative_error(net: &mut Network, data: &dyn Examples, batch: &[usize]) -
 #[test]
 fn dense_network_gradients_match_central_differences() {
     let data = dense_data(6, 6, 3, 1);
-    let mut net = network(
+    let net = network(
         6,
         vec![
             dense(5, Activation::Relu),
@@ -77,9 +104,7 @@ fn dense_network_gradients_match_central_differences() {
         1e-3,
         2,
     );
-    let worst = max_relative_error(&mut net, &data, &[0, 1, 2, 3, 4, 5]);
-    eprintln!("dense: worst relative error {worst:.2e}");
-    assert!(worst < 1e-5, "{worst}");
+    checked_gradients(&net, &data, &[0, 1, 2, 3, 4, 5], "dense", 1e-5);
 }
 
 /// Sparse multi-label input through an input-major first layer (every neuron active):
@@ -87,7 +112,7 @@ fn dense_network_gradients_match_central_differences() {
 #[test]
 fn sparse_multilabel_gradients_match_central_differences() {
     let data = sparse_data(8, 30, 7, 3);
-    let mut net = network(
+    let net = network(
         30,
         vec![
             input_major(6, Activation::Relu),
@@ -96,9 +121,8 @@ fn sparse_multilabel_gradients_match_central_differences() {
         1e-3,
         4,
     );
-    let worst = max_relative_error(&mut net, &data, &(0..8).collect::<Vec<_>>());
-    eprintln!("sparse multi-label: worst relative error {worst:.2e}");
-    assert!(worst < 1e-5, "{worst}");
+    let batch: Vec<usize> = (0..8).collect();
+    checked_gradients(&net, &data, &batch, "sparse multi-label", 1e-5);
 }
 
 /// LSH on a hidden and on the output layer: each active row's gradient equals that of the
@@ -107,7 +131,7 @@ fn sparse_multilabel_gradients_match_central_differences() {
 #[test]
 fn lsh_gradients_equal_those_of_the_loss_restricted_to_the_active_set() {
     let data = sparse_data(6, 24, 20, 5);
-    let mut net = network(
+    let net = network(
         24,
         vec![
             sampled(16, Activation::Relu, 6),
@@ -117,9 +141,7 @@ fn lsh_gradients_equal_those_of_the_loss_restricted_to_the_active_set() {
         6,
     );
     let batch: Vec<usize> = (0..6).collect();
-    let grads = net
-        .gradients(&mut slide::Workspace::new(), &data, &batch)
-        .unwrap();
+    let grads = checked_gradients(&net, &data, &batch, "LSH restricted", 1e-3);
     // The sampling really is sparse, and labels are always active.
     for (s, &i) in batch.iter().enumerate() {
         assert!(grads[0].active[s].len() < 16, "hidden layer not sampled");
@@ -131,9 +153,6 @@ fn lsh_gradients_equal_those_of_the_loss_restricted_to_the_active_set() {
     let touched: std::collections::BTreeSet<u32> =
         grads[1].active.iter().flatten().copied().collect();
     assert_eq!(grads[1].rows, touched.into_iter().collect::<Vec<_>>());
-    let worst = max_relative_error(&mut net, &data, &batch);
-    eprintln!("LSH restricted: worst relative error {worst:.2e}");
-    assert!(worst < 1e-3, "{worst}");
 }
 
 /// The log-Q correction: each non-label active output's logit is raised by
@@ -145,30 +164,23 @@ fn log_q_gradients_equal_those_of_the_shifted_loss() {
     let data = sparse_data(6, 24, 20, 5);
     let mut output = sampled(20, Activation::Softmax, 5);
     output.lsh = output.lsh.map(|l| slide::LshConfig { log_q: true, ..l });
-    let mut net = network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6);
+    let net = network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6);
     let batch: Vec<usize> = (0..6).collect();
-    let worst = max_relative_error(&mut net, &data, &batch);
-    eprintln!("log-Q: worst relative error {worst:.2e}");
-    assert!(worst < 1e-3, "{worst}");
+    let grads = checked_gradients(&net, &data, &batch, "log-Q", 1e-3);
     // The shift is real: without it the reference loss differs.
-    let grads = net
-        .gradients(&mut slide::Workspace::new(), &data, &batch)
-        .unwrap();
     let mut plain = Reference::of(&net);
-    let shifted = {
-        let mut r = plain.clone();
-        r.log_q = true;
-        r.loss(&data, &batch, Some(&grads))
-    };
     plain.log_q = false;
-    assert!((shifted - plain.loss(&data, &batch, Some(&grads))).abs() > 1e-3);
+    let mut shifted = plain.clone();
+    shifted.log_q = true;
+    assert_losses_differ(&shifted, &plain, &data, &batch, &grads);
 }
 
 /// Shared negatives with a fraction of the log-Q shift (`LshConfig::shared_shift`): the
 /// labels are scored as themselves, the shared negatives with `0.5 s` and the other active
 /// outputs with `s = ln((n - f) / (a - f))`, `f` counting labels and shared negatives. Each
 /// is a constant per sample, so the gradients equal central differences of that loss.
-/// Measured worst relative error 2.6e-6.
+/// Measured worst relative error 6.6e-6 (2.6e-6 before the shared negatives were re-ranked
+/// between refreshes, which changed the set the eight steps leave).
 #[test]
 fn shared_shift_gradients_equal_those_of_the_shifted_loss() {
     let data = sparse_data(16, 24, 20, 5);
@@ -189,22 +201,13 @@ fn shared_shift_gradients_equal_those_of_the_shifted_loss() {
     let shared = net.export_state().layers[1].shared.clone();
     assert_eq!(shared.len(), 3);
     let batch: Vec<usize> = (0..6).collect();
-    let grads = net
-        .gradients(&mut slide::Workspace::new(), &data, &batch)
-        .unwrap();
-    let worst = max_relative_error(&mut net, &data, &batch);
-    eprintln!("shared shift: worst relative error {worst:.2e}");
-    assert!(worst < 1e-3, "{worst}");
+    let grads = checked_gradients(&net, &data, &batch, "shared shift", 1e-3);
     // The shared negatives' shift is real: scoring them as themselves gives another loss.
     let mut reference = Reference::of(&net);
     (reference.log_q, reference.shared) = (true, shared);
     let unshifted = reference.clone();
     reference.shared_fraction = 0.5;
-    assert!(
-        (reference.loss(&data, &batch, Some(&grads)) - unshifted.loss(&data, &batch, Some(&grads)))
-            .abs()
-            > 1e-3
-    );
+    assert_losses_differ(&reference, &unshifted, &data, &batch, &grads);
 }
 
 /// The log-Q correction with uniformly random negatives on top of the tables' picks
@@ -221,25 +224,16 @@ fn log_q_gradients_with_random_negatives_equal_those_of_the_shifted_loss() {
         sampling: l.sampling.with_min_active(0).with_random_extra(4),
         ..l
     });
-    let mut net = network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6);
+    let net = network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6);
     let batch: Vec<usize> = (0..6).collect();
-    let grads = net
-        .gradients(&mut slide::Workspace::new(), &data, &batch)
-        .unwrap();
-    let worst = max_relative_error(&mut net, &data, &batch);
-    eprintln!("log-Q with random negatives: worst relative error {worst:.2e}");
-    assert!(worst < 1e-3, "{worst}");
+    let grads = checked_gradients(&net, &data, &batch, "log-Q with random negatives", 1e-3);
     // The tables' picks are spared: shifting every non-label id instead gives another loss.
     let mut tail = Reference::of(&net);
     tail.log_q = true;
     tail.random_tail = Some(4);
     let mut everything = tail.clone();
     everything.random_tail = None;
-    assert!(
-        (tail.loss(&data, &batch, Some(&grads)) - everything.loss(&data, &batch, Some(&grads)))
-            .abs()
-            > 1e-3
-    );
+    assert_losses_differ(&tail, &everything, &data, &batch, &grads);
 }
 
 /// With every neuron active, the network's output probabilities equal the f64 reference's.

@@ -169,8 +169,8 @@ impl NetworkConfig {
     /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
     /// each layer's size, activation, layout and LSH settings. Not the optimizer, the
     /// rebuild schedule, the initialisation, the shared negatives' shift, the exact-picks
-    /// ablation or the precision of
-    /// weights and moments, which only shape training (a layer reads a state file's values in either precision).
+    /// ablation or the precision of weights and moments, which only shape training (a
+    /// layer reads a state file's values in either precision).
     pub fn architecture_hash(&self) -> u64 {
         self.describe()
             .iter()

@@ -435,7 +435,8 @@ impl SparseLayer {
     ///
     /// A [`Network`](crate::Network) calls this every 8 steps and at every rebuild, and
     /// [`rescore_shared`](Self::rescore_shared) in between; a caller training the layer on
-    /// its own calls either as often as it likes (no-op for a layer without LSH). Panics if `mean_input` is not `in_dim` long.
+    /// its own calls either as often as it likes (no-op for a layer without LSH). Panics if
+    /// `mean_input` is not `in_dim` long.
     pub fn refresh_mean_input(&mut self, mean_input: &[f32]) {
         assert_eq!(mean_input.len(), self.in_dim, "mean input length");
         let Some(count) = self.lsh.as_ref().map(|l| l.shared_negatives) else {

@@ -121,8 +121,9 @@ impl NetworkConfig {
     /// layer `layers.I.out_dim`, `.activation`, `.layout`, `.init`, `.weights` and `.moments` (if BF16) and,
     /// for sampled layers,
     /// `.lsh.family`, `.lsh.params`, `.lsh.bucket_capacity`, `.lsh.policy`, `.lsh.sampling`,
-    /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, `.lsh.shared_shift` (if not
-    /// 0), `.lsh.exact_picks` (if set), then `adam` and
+    /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, `.lsh.shared_pool` (if
+    /// above `shared_negatives`), `.lsh.shared_shift` (if not 0), `.lsh.exact_picks` (if
+    /// set), then `adam` and
     /// `rebuild`. Checkpoints record it, so a resume can name the settings that changed.
     pub fn describe(&self) -> Vec<(String, String)> {
         let mut out = vec![
@@ -152,6 +153,9 @@ impl NetworkConfig {
                 put("lsh.log_q", lsh.log_q.to_string());
                 put("lsh.shared_negatives", lsh.shared_negatives.to_string());
                 put("lsh.center_queries", lsh.center_queries.to_string());
+                if lsh.shared_pool > lsh.shared_negatives {
+                    put("lsh.shared_pool", lsh.shared_pool.to_string());
+                }
                 if lsh.shared_shift != 0.0 {
                     put("lsh.shared_shift", lsh.shared_shift.to_string());
                 }
@@ -239,7 +243,18 @@ impl NetworkConfig {
                 // Saved: 4 u32 per bucket and the stored ids; shared negatives, center.
                 let buckets = (lsh.params.l as u64) << lsh.params.range_pow;
                 let stored = (lsh.params.l as u64) * out;
-                estimate.state += buckets * 16 + stored * 4 + lsh.shared_negatives as u64 * 4;
+                let shared = lsh.shared_negatives.max(lsh.shared_pool) as u64;
+                estimate.state += buckets * 16 + stored * 4 + shared * 4;
+                // The copy of a pool's weights (as stored) and biases (see
+                // `LshConfig::shared_pool`).
+                if lsh.shared_pool > lsh.shared_negatives {
+                    let bytes = if layer.weights == Precision::Bf16 {
+                        2
+                    } else {
+                        4
+                    };
+                    estimate.tables += shared * (in_dim * bytes + 4);
+                }
                 estimate.state += if lsh.center_queries { in_dim * 4 } else { 0 };
             }
             in_dim = out;
@@ -300,6 +315,52 @@ mod tests {
         assert_eq!(keys[..3], ["input_dim", "seed", "layers.0.out_dim"]);
     }
 
+    /// A sampled layer's settings: SimHash, 16 shared negatives, no pool.
+    fn lsh_config() -> LshConfig {
+        LshConfig {
+            family: FamilyKind::SimHash(slide_lsh::Projection::Gaussian),
+            params: LshParams {
+                k: 10,
+                l: 8,
+                range_pow: 10,
+            },
+            bucket_capacity: 64,
+            policy: BucketPolicy::Fifo,
+            sampling: Sampling::vanilla().with_budget(100),
+            log_q: false,
+            shared_negatives: 16,
+            shared_shift: 0.0,
+            center_queries: false,
+            shared_pool: 0,
+            exact_picks: false,
+        }
+    }
+
+    /// A pool of shared negatives is named (and hashed: checkpoints hold it) only when it is
+    /// larger than the shared negatives, so configs from before it existed keep their hash.
+    #[test]
+    fn a_pool_is_part_of_the_architecture_when_it_is_used() {
+        let with_pool = |shared_pool| {
+            let mut config = config();
+            config.layers[1].lsh = Some(LshConfig {
+                shared_pool,
+                ..lsh_config()
+            });
+            config
+        };
+        let hash = |pool| with_pool(pool).architecture_hash();
+        assert_eq!(hash(16), hash(0));
+        assert_ne!(hash(17), hash(0));
+        let described = with_pool(40).describe();
+        assert!(described.contains(&("layers.1.lsh.shared_pool".to_string(), "40".to_string())));
+        assert!(
+            !with_pool(0)
+                .describe()
+                .iter()
+                .any(|(k, _)| k.ends_with("shared_pool"))
+        );
+    }
+
     /// The estimate is close to what a built network holds (its parameters and tables after
     /// the first rebuild, which store every id) and to the size of its exported state.
     #[test]
@@ -319,26 +380,16 @@ mod tests {
         config.layers[0].out_dim = 64;
         config.layers[1].out_dim = 5000;
         config.layers[1].lsh = Some(LshConfig {
-            family: FamilyKind::SimHash(slide_lsh::Projection::Gaussian),
-            params: LshParams {
-                k: 10,
-                l: 8,
-                range_pow: 10,
-            },
-            bucket_capacity: 64,
-            policy: BucketPolicy::Fifo,
-            sampling: Sampling::vanilla().with_budget(100),
-            log_q: false,
-            shared_negatives: 16,
-            shared_shift: 0.0,
-            center_queries: false,
-            exact_picks: false,
+            shared_pool: 2000,
+            ..lsh_config()
         });
         let estimate = config.estimated_bytes();
         let mut net = Network::new(config).unwrap();
         for _ in 0..3 {
             net.rebuild_tables().unwrap();
         }
+        // The pool's copied rows (about a tenth of the BF16 network) exist once refreshed.
+        net.layer_mut(1).refresh_mean_input(&[0.5; 64]);
         let held = net.memory_bytes() as f64;
         let ratio = estimate.model() as f64 / held;
         assert!(

@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::*;
-use slide::{Activation, StepStats};
+use slide::{Activation, Mode, StepStats};
 
 struct Counting;
 
@@ -120,24 +120,39 @@ fn steady_state_allocates_nothing(bf16: bool) {
 }
 
 /// Re-ranking the shared negatives between refreshes, which a network does after almost
-/// every step, allocates nothing once its scratch has grown.
+/// every step, allocates nothing once its scratch has grown; nor, with a pool, does a
+/// sample's pick of its own shared negatives.
 #[test]
 fn rescoring_the_shared_negatives_allocates_nothing_when_warm() {
     let _serial = SERIAL.lock().unwrap();
-    counted_pool(1).install(|| {
-        let mut config = sampled(500, Activation::Softmax, 32);
-        if let Some(lsh) = &mut config.lsh {
-            lsh.shared_negatives = 16;
-        }
-        let mut layer = slide::SparseLayer::new(64, &config, 3).unwrap();
-        let mean: Vec<f32> = (0..64).map(|i| (i % 7) as f32 * 0.1).collect();
-        let candidates: Vec<u32> = (0..200).map(|j| j * 2).collect();
-        layer.refresh_mean_input(&mean);
-        layer.rescore_shared(&mean, &candidates);
-        let before = ALLOCATIONS.load(Ordering::Relaxed);
-        for round in 0..4 {
-            layer.rescore_shared(&mean, &candidates[round * 10..]);
-        }
-        assert_eq!(ALLOCATIONS.load(Ordering::Relaxed) - before, 0);
-    });
+    for pool in [0, 48] {
+        counted_pool(1).install(|| {
+            let mut config = sampled(500, Activation::Softmax, 32);
+            if let Some(lsh) = &mut config.lsh {
+                (lsh.shared_negatives, lsh.shared_pool) = (16, pool);
+            }
+            let mut layer = slide::SparseLayer::new(64, &config, 3).unwrap();
+            let mean: Vec<f32> = (0..64).map(|i| (i % 7) as f32 * 0.1).collect();
+            let candidates: Vec<u32> = (0..200).map(|j| j * 2).collect();
+            let (mut scratch, mut trace) = (layer.select_scratch(), slide::LayerTrace::new());
+            let mut select = |layer: &slide::SparseLayer| {
+                let input = slide::lsh::Vector::Dense(&mean);
+                let rng = &mut slide::sample_rng(1);
+                layer
+                    .select_active(input, &[3], Mode::Train, rng, &mut scratch, &mut trace)
+                    .unwrap();
+                assert_eq!(trace.sources().forced, 17);
+            };
+            layer.refresh_mean_input(&mean);
+            layer.rescore_shared(&mean, &candidates);
+            select(&layer);
+            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            for round in 0..4 {
+                layer.rescore_shared(&mean, &candidates[round * 10..]);
+                select(&layer);
+            }
+            let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+            assert_eq!(allocations, 0, "pool of {pool}");
+        });
+    }
 }

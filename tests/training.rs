@@ -600,17 +600,17 @@ fn stored_bytes(values: &[f32], p: Precision) -> Vec<u8> {
     }
 }
 
-/// A network whose output layer keeps shared negatives and a query center, refreshed every
-/// 8 steps (both part of the state), and rebuilds on a growing period.
+/// A network whose output layer keeps a pool of 6 shared negatives (3 per sample) and a
+/// query center, refreshed every 8 steps (both part of the state), and rebuilds on a
+/// growing period.
 fn resumable_config(seed: u64) -> NetworkConfig {
-    // The output layer keeps shared negatives and a query center, refreshed every 8 steps:
-    // both are part of the state.
     let layers = || {
         let mut output = sampled(40, Activation::Softmax, 8);
         output.lsh = output.lsh.map(|l| slide::LshConfig {
             log_q: true,
             shared_negatives: 3,
             center_queries: true,
+            shared_pool: 6,
             exact_picks: false,
             ..l
         });
@@ -786,7 +786,7 @@ fn exported_state_resumes_training_exactly_in(storage: Storage) {
             .unwrap();
     }
     let state = original.export_state();
-    assert_eq!(state.layers[1].shared.len(), 3);
+    assert_eq!(state.layers[1].shared.len(), 6, "the pool");
     assert_eq!(state.layers[1].center.len(), 24);
     // A fresh network of the same config (whose seed fixes the hash functions), given the
     // state; its tables are left empty until the state fills them, as a resume does.
@@ -1219,6 +1219,97 @@ fn rescoring_keeps_the_best_of_the_shared_negatives_and_the_candidates() {
     assert_eq!(shared(&layer)[..2], [not_asked, risen]);
 }
 
+/// With a pool, the layer keeps the pool's best for the mean input, and each sample's
+/// shared negatives are the pool members that score highest for its own input, right after
+/// its labels, in training and in LSH-mode evaluation; a re-ranking copies the rows again,
+/// so a pool member whose score rose is picked at the next selection.
+#[test]
+fn a_pool_gives_each_sample_its_own_best_shared_negatives() {
+    for storage in STORAGES {
+        a_pool_gives_each_sample_its_own_best_shared_negatives_in(storage);
+    }
+}
+
+fn a_pool_gives_each_sample_its_own_best_shared_negatives_in(storage: Storage) {
+    let mut config = sampled(30, Activation::Softmax, 8);
+    (config.weights, config.moments) = storage;
+    if let Some(lsh) = &mut config.lsh {
+        (lsh.shared_negatives, lsh.shared_pool) = (3, 10);
+    }
+    let mut layer = slide::SparseLayer::new(6, &config, 5).unwrap();
+    let mean = [0.5, 0.0, 1.0, 0.25, 0.0, 0.75];
+    layer.refresh_mean_input(&mean);
+    let all: Vec<u32> = (0..30).collect();
+    let pool = layer.export_state().shared;
+    assert_eq!(pool, best_of(&layer, &all, &mean, 10));
+    let label = *all.iter().find(|j| !pool.contains(j)).unwrap();
+    let mut scratch = layer.select_scratch();
+    let mut trace = slide::LayerTrace::new();
+    let mut shared_of = |layer: &slide::SparseLayer, x: &[f32], mode: Mode| -> Vec<u32> {
+        let forced = if mode == Mode::Train { 1 } else { 0 };
+        let rng = &mut slide::sample_rng(3);
+        let input = slide::lsh::Vector::Dense(x);
+        layer
+            .select_active(input, &[label], mode, rng, &mut scratch, &mut trace)
+            .unwrap();
+        layer.forward(input, &mut trace).unwrap();
+        let ids: Vec<u32> = trace.ids().collect();
+        assert_eq!(trace.sources().forced, forced + 3, "{mode:?}");
+        assert_eq!(&ids[..forced], &[label][..forced]);
+        let mut shared = ids[forced..forced + 3].to_vec();
+        shared.sort_unstable();
+        shared
+    };
+    let sorted = |mut ids: Vec<u32>| {
+        ids.sort_unstable();
+        ids
+    };
+    let (x1, x2) = (
+        [1.5, -0.5, 0.0, 2.0, 0.0, 0.25],
+        [0.0, 2.0, 0.5, -1.0, 1.0, 0.0],
+    );
+    let mut seen = Vec::new();
+    for x in [&x1, &x2] {
+        let best = sorted(best_of(&layer, &pool, x, 3));
+        assert_eq!(shared_of(&layer, x, Mode::Train), best);
+        assert_eq!(shared_of(&layer, x, Mode::EvalLsh), best);
+        seen.push(best);
+    }
+    assert_ne!(seen[0], seen[1], "two inputs, the same shared negatives");
+
+    // A pool member outside x1's three rises above them; the re-ranking keeps it in the
+    // pool and copies its new row.
+    let risen = *pool.iter().find(|j| !seen[0].contains(j)).unwrap();
+    let top = logit(&layer, seen[0][0] as usize, &x1).max(logit(&layer, pool[0] as usize, &mean));
+    layer.set_bias(
+        risen as usize,
+        layer.bias(risen as usize) + top as f32 + 10.0,
+    );
+    layer.rescore_shared(&mean, &[]);
+    assert_eq!(layer.export_state().shared[0], risen);
+    let picked = shared_of(&layer, &x1, Mode::Train);
+    assert!(picked.contains(&risen), "{picked:?} misses {risen}");
+    assert_eq!(picked, sorted(best_of(&layer, &pool, &x1, 3)));
+}
+
+/// A pool larger than the layer, or one with no shared negatives to pick, is refused.
+#[test]
+fn a_pool_must_fit_the_layer_and_have_shared_negatives_to_pick() {
+    for (negatives, pool, expected) in [
+        (3, 31, "at most the layer's 30"),
+        (0, 10, "needs shared_negatives"),
+    ] {
+        let mut config = sampled(30, Activation::Softmax, 8);
+        if let Some(lsh) = &mut config.lsh {
+            (lsh.shared_negatives, lsh.shared_pool) = (negatives, pool);
+        }
+        let Err(e) = slide::SparseLayer::new(6, &config, 5) else {
+            panic!("a pool of {pool} with {negatives} shared negatives was accepted");
+        };
+        assert!(e.to_string().contains(expected), "{e}");
+    }
+}
+
 #[test]
 #[should_panic(expected = "not a neuron of the layer")]
 fn rescoring_refuses_a_candidate_out_of_range() {
@@ -1245,7 +1336,7 @@ fn training_steps_rescore_the_shared_negatives_with_the_batch_labels() {
     }
     let mut changed = 0;
     let mut previous = net.export_state().layers[1].shared.clone();
-    assert_eq!(previous.len(), 3, "refreshed at step 8");
+    assert_eq!(previous.len(), 6, "the pool, refreshed at step 8");
     for b in 8..15 {
         let mut stats = StepStats::default();
         net.train_step_with(&mut ws, &data, &batch(b), &mut stats)

@@ -36,6 +36,7 @@ fn layer(
             shared_negatives: 0,
             shared_shift: 0.0,
             center_queries: false,
+            shared_pool: 0,
             exact_picks: false,
         }),
         moments: Default::default(),

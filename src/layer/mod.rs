@@ -54,8 +54,6 @@ pub mod passes;
 pub mod state;
 pub mod trace;
 
-use std::cmp::Ordering;
-
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use slide_lsh::{CodeBuffer, HashTables, LshFamily, QueryScratch, Sampling, TablesStats, Vector};
@@ -63,7 +61,7 @@ use slide_lsh::{CodeBuffer, HashTables, LshFamily, QueryScratch, Sampling, Table
 pub(crate) use config::BlockLayout;
 use config::WEIGHTS;
 pub use config::{Activation, Init, LayerConfig, LshConfig, Mode, Precision, WeightLayout};
-pub(crate) use passes::ranks_before;
+pub(crate) use passes::{rank_key, ranks_before};
 pub(crate) use state::MemorySource;
 pub use state::{Elem, LayerState, StateSource, StateTensor};
 use trace::QueryBuffers;
@@ -89,10 +87,22 @@ pub(crate) struct LshState {
     pub(crate) shared_negatives: usize,
     /// See [`LshConfig::shared_shift`].
     pub(crate) shared_shift: f32,
-    /// The neurons that scored highest for the mean input at the last refresh, best first.
+    /// See [`LshConfig::shared_pool`].
+    pub(crate) shared_pool: usize,
+    /// The neurons that scored highest for the mean input at the last refresh, best first:
+    /// the shared negatives, or with a pool the pool they are picked from per sample.
     pub(crate) shared: Vec<u32>,
-    /// Scratch of [`SparseLayer::rescore_shared`]: the scored union, kept for its capacity.
-    pub(crate) rescored: Vec<(f32, u32)>,
+    /// With a pool (`shared` longer than `shared_negatives`): a copy of its weights input
+    /// by input (`pool_cols[i * len + p]` is input `i`'s weight in pool member `p`, `len`
+    /// the pool's length) in the layer's precision (`pool_cols` f32 or `pool_cols_bf16`),
+    /// and of its biases, in `shared`'s order, taken whenever `shared` changes (the
+    /// weights do not change between two steps, where samples read it).
+    pub(crate) pool_cols: Vec<f32>,
+    pub(crate) pool_cols_bf16: Vec<u16>,
+    pub(crate) pool_bias: Vec<f32>,
+    /// Scratch of [`SparseLayer::rescore_shared`]: the scored union's keys (see
+    /// `rank_key`), kept for its capacity.
+    pub(crate) rescored: Vec<u64>,
     pub(crate) center_queries: bool,
     /// See [`LshConfig::exact_picks`].
     pub(crate) exact_picks: bool,
@@ -100,6 +110,18 @@ pub(crate) struct LshState {
     pub(crate) center: Vec<f32>,
     /// What the tables held after the last rebuild.
     pub(crate) stats: TablesStats,
+}
+
+impl LshState {
+    /// How many ids `shared` holds once refreshed: the pool, or the shared negatives.
+    pub(crate) fn shared_len(&self) -> usize {
+        self.shared_negatives.max(self.shared_pool)
+    }
+
+    /// Whether each sample picks its shared negatives from a larger pool.
+    pub(crate) fn pooled(&self) -> bool {
+        self.shared.len() > self.shared_negatives
+    }
 }
 
 /// A fully-connected layer `in_dim -> out_dim` whose weights live in one contiguous,
@@ -224,7 +246,11 @@ impl SparseLayer {
                 log_q: lsh.log_q,
                 shared_negatives: lsh.shared_negatives,
                 shared_shift: lsh.shared_shift,
-                shared: Vec::with_capacity(lsh.shared_negatives),
+                shared_pool: lsh.shared_pool,
+                shared: Vec::with_capacity(lsh.shared_negatives.max(lsh.shared_pool)),
+                pool_cols: Vec::new(),
+                pool_cols_bf16: Vec::new(),
+                pool_bias: Vec::new(),
                 rescored: Vec::new(),
                 center_queries: lsh.center_queries,
                 exact_picks: lsh.exact_picks,
@@ -370,13 +396,14 @@ impl SparseLayer {
         (m, v, self.row_steps[row])
     }
 
-    /// Heap bytes held by parameters, optimizer state and hash tables.
+    /// Heap bytes held by parameters, optimizer state, hash tables and a pool's copied rows.
     pub fn memory_bytes(&self) -> usize {
         let floats = self.params.len() + self.bias.len() * 3;
-        let tables = self
-            .lsh
-            .as_ref()
-            .map_or(0, |l| l.tables.stats().memory_bytes);
+        let tables = self.lsh.as_ref().map_or(0, |l| {
+            l.tables.stats().memory_bytes
+                + (l.pool_cols.len() + l.pool_bias.len()) * 4
+                + l.pool_cols_bf16.len() * 2
+        });
         floats * 4 + (self.row_steps.len() + self.bias_steps.len()) * 4 + tables
     }
 
@@ -422,6 +449,8 @@ impl SparseLayer {
                 codes: CodeBuffer::for_family(&lsh.family),
                 query: QueryScratch::for_tables(&lsh.tables),
                 forced: Vec::with_capacity(1024 + lsh.shared_negatives),
+                pool_logits: Vec::with_capacity(lsh.shared_len()),
+                pool_keys: Vec::with_capacity(lsh.shared_len()),
                 centered: Vec::with_capacity(if lsh.center_queries { self.in_dim } else { 0 }),
             }),
             shape: (self.in_dim, self.out_dim),
@@ -429,8 +458,9 @@ impl SparseLayer {
     }
 
     /// Refreshes what the layer derives from the mean input of a recent training batch:
-    /// the shared negatives (see [`LshConfig::shared_negatives`]), the neurons with the
-    /// highest pre-activation for `mean_input`, and the query center (see
+    /// the shared negatives (see [`LshConfig::shared_negatives`]) or their pool (see
+    /// [`LshConfig::shared_pool`]), the neurons with the highest pre-activation for
+    /// `mean_input`, and the query center (see
     /// [`LshConfig::center_queries`]).
     ///
     /// A [`Network`](crate::Network) calls this every 8 steps and at every rebuild, and
@@ -439,7 +469,7 @@ impl SparseLayer {
     /// `mean_input` is not `in_dim` long.
     pub fn refresh_mean_input(&mut self, mean_input: &[f32]) {
         assert_eq!(mean_input.len(), self.in_dim, "mean input length");
-        let Some(count) = self.lsh.as_ref().map(|l| l.shared_negatives) else {
+        let Some(count) = self.lsh.as_ref().map(LshState::shared_len) else {
             return;
         };
         let best = if count > 0 {
@@ -447,19 +477,24 @@ impl SparseLayer {
         } else {
             Vec::new()
         };
-        if let Some(lsh) = &mut self.lsh {
-            lsh.shared.clear();
-            lsh.shared.extend_from_slice(&best);
-            if lsh.center_queries {
-                lsh.center.clear();
-                lsh.center.extend_from_slice(mean_input);
-            }
+        // Out of the layer while the pool's rows are copied.
+        let Some(mut lsh) = self.lsh.take() else {
+            return;
+        };
+        lsh.shared.clear();
+        lsh.shared.extend_from_slice(&best);
+        self.copy_pool_rows(&mut lsh);
+        if lsh.center_queries {
+            lsh.center.clear();
+            lsh.center.extend_from_slice(mean_input);
         }
+        self.lsh = Some(lsh);
     }
 
     /// Re-ranks the shared negatives between two refreshes: scores them and `candidates`
     /// for `mean_input` and keeps the best [`shared_negatives`](LshConfig::shared_negatives)
-    /// of that union, best first (ties: the lower id). A [`Network`](crate::Network) calls
+    /// (with a pool, [`shared_pool`](LshConfig::shared_pool)) of that union, best first
+    /// (ties: the lower id). A [`Network`](crate::Network) calls
     /// this after every training step of its output layer that does not refresh, with the
     /// mean input of the batch and the batch's labels as candidates: the step has just
     /// pulled those rows up, so they are the ones that can have risen into the top, and a
@@ -488,20 +523,50 @@ impl SparseLayer {
                 lsh.shared
                     .iter()
                     .chain(candidates)
-                    .map(|&j| (self.neuron_logit(k, j as usize, input), j)),
+                    .map(|&j| rank_key(self.neuron_logit(k, j as usize, input), j)),
             );
-            // An id listed twice scores the same both times, so its copies end up adjacent.
-            scored.sort_unstable_by(|&a, &b| match (ranks_before(a, b), ranks_before(b, a)) {
-                (true, _) => Ordering::Less,
-                (_, true) => Ordering::Greater,
-                _ => Ordering::Equal,
-            });
-            scored.dedup_by_key(|s| s.1);
+            // An id listed twice has the same key both times, so its copies end up adjacent.
+            scored.sort_unstable();
+            scored.dedup();
+            let keep = lsh.shared_negatives.max(lsh.shared_pool);
             lsh.shared.clear();
             lsh.shared
-                .extend(scored.iter().take(lsh.shared_negatives).map(|s| s.1));
+                .extend(scored.iter().take(keep).map(|&key| key as u32));
+            self.copy_pool_rows(&mut lsh);
         }
         self.lsh = Some(lsh);
+    }
+
+    /// With a pool (see [`LshConfig::shared_pool`]), copies its weights input by input
+    /// (as stored: BF16 takes half the bytes) and its biases into `lsh`, so that a sample
+    /// scores the whole pool with one `axpy` per nonzero input (a dot product per member
+    /// cost about 30 ns, most of it the reduction); otherwise nothing. Allocates only to
+    /// grow.
+    pub(crate) fn copy_pool_rows(&self, lsh: &mut LshState) {
+        lsh.pool_cols.clear();
+        lsh.pool_cols_bf16.clear();
+        lsh.pool_bias.clear();
+        if !lsh.pooled() {
+            return;
+        }
+        let (len, in_dim) = (lsh.shared.len(), self.in_dim);
+        if self.weights == Precision::Bf16 {
+            lsh.pool_cols_bf16.resize(len * in_dim, 0);
+            let row = |j: u32| match self.row(j as usize).first(in_dim) {
+                Values::Bf16(row) => row,
+                Values::F32(_) => unreachable!("a BF16 layer's row"),
+            };
+            transpose_rows(&lsh.shared, row, in_dim, &mut lsh.pool_cols_bf16);
+        } else {
+            lsh.pool_cols.resize(len * in_dim, 0.0);
+            let row = |j: u32| match self.row(j as usize).first(in_dim) {
+                Values::F32(row) => row,
+                Values::Bf16(_) => unreachable!("an f32 layer's row"),
+            };
+            transpose_rows(&lsh.shared, row, in_dim, &mut lsh.pool_cols);
+        }
+        lsh.pool_bias
+            .extend(lsh.shared.iter().map(|&j| self.bias[j as usize]));
     }
 
     /// Whether the layer keeps shared negatives (and has had its first refresh).
@@ -514,5 +579,32 @@ impl SparseLayer {
         self.lsh
             .as_ref()
             .is_some_and(|l| l.shared_negatives > 0 || l.center_queries)
+    }
+}
+
+/// Writes the rows of `ids` (each `in_dim` long, from `row`) input by input into `cols`:
+/// `cols[i * ids.len() + p] = row(ids[p])[i]`. Sixteen rows at a time, so that each input's
+/// writes fill runs of 16 values instead of touching a cache line each (one row at a time,
+/// a pool of 2,048 took about 1 ms per copy).
+fn transpose_rows<'a, T: Copy + 'a>(
+    ids: &[u32],
+    row: impl Fn(u32) -> &'a [T],
+    in_dim: usize,
+    cols: &mut [T],
+) {
+    const RUN: usize = 16;
+    let len = ids.len();
+    for (chunk, block) in ids.chunks(RUN).enumerate() {
+        let mut rows: [&[T]; RUN] = [&[]; RUN];
+        for (r, &j) in rows.iter_mut().zip(block) {
+            *r = &row(j)[..in_dim];
+        }
+        let (first, rows) = (chunk * RUN, &rows[..block.len()]);
+        for i in 0..in_dim {
+            let out = &mut cols[i * len + first..i * len + first + block.len()];
+            for (o, r) in out.iter_mut().zip(rows) {
+                *o = r[i];
+            }
+        }
     }
 }

@@ -6,9 +6,9 @@ use rayon::prelude::*;
 use slide_lsh::{HashFamily, SampleCounts, Vector};
 
 use super::trace::SelectScratch;
-use super::{Activation, LayerTrace, Mode, SampleRng, SparseLayer, WeightLayout};
+use super::{Activation, LayerTrace, LshState, Mode, SampleRng, SparseLayer, WeightLayout};
 use crate::error::{Result, SlideError};
-use crate::kernels::{Kernels, kernels, prefetch_values, sparse_dot_row};
+use crate::kernels::{Kernels, Values, kernels, prefetch_values, sparse_dot_row};
 
 /// How many rows ahead the sampled forward pass (active rows) and the full scan of
 /// [`SparseLayer::top_neurons`] ask for a row.
@@ -82,8 +82,14 @@ impl SparseLayer {
                 b.forced.extend_from_slice(forced);
             }
             // The shared negatives are the outputs that score highest for the average
-            // input: candidates for every sample, in training and in LSH-mode evaluation.
-            b.forced.extend_from_slice(&lsh.shared);
+            // input: candidates for every sample, in training and in LSH-mode evaluation;
+            // with a pool, the ones of it that score highest for this input.
+            if lsh.pooled() {
+                let best = self.best_of_pool(lsh, input, &mut b.pool_logits, &mut b.pool_keys);
+                b.forced.extend(best);
+            } else {
+                b.forced.extend_from_slice(&lsh.shared);
+            }
             trace.sources = lsh.tables.sample(
                 codes,
                 &lsh.sampling,
@@ -255,6 +261,58 @@ impl SparseLayer {
             }
     }
 
+    /// The ids of the [`shared_negatives`](super::LshConfig::shared_negatives) members of
+    /// the pool (see [`LshConfig::shared_pool`](super::LshConfig::shared_pool)) that score
+    /// highest for `input` (ties: the lower id), in no particular order, from the pool's
+    /// copied weights (a dense input) or the layer's own rows (a sparse one); `logits` and
+    /// `keys` are scratch.
+    fn best_of_pool<'s>(
+        &self,
+        lsh: &LshState,
+        input: Vector<'_>,
+        logits: &mut Vec<f32>,
+        keys: &'s mut Vec<u64>,
+    ) -> impl Iterator<Item = u32> + 's {
+        let k = kernels();
+        let len = lsh.shared.len();
+        logits.clear();
+        match input {
+            Vector::Dense(x) => {
+                logits.extend_from_slice(&lsh.pool_bias);
+                let bf16 = !lsh.pool_cols_bf16.is_empty();
+                for (i, &v) in x.iter().enumerate() {
+                    // ReLU inputs are often zero: those inputs add nothing.
+                    if v != 0.0 {
+                        let at = i * len..(i + 1) * len;
+                        let col = if bf16 {
+                            Values::Bf16(&lsh.pool_cols_bf16[at])
+                        } else {
+                            Values::F32(&lsh.pool_cols[at])
+                        };
+                        k.axpy_row(v, col, logits);
+                    }
+                }
+            }
+            Vector::Sparse { .. } => logits.extend(
+                lsh.shared
+                    .iter()
+                    .map(|&j| self.neuron_logit(k, j as usize, input)),
+            ),
+        }
+        keys.clear();
+        keys.extend(
+            logits
+                .iter()
+                .zip(&lsh.shared)
+                .map(|(&z, &j)| rank_key(z, j)),
+        );
+        let take = lsh.shared_negatives.min(keys.len());
+        if take < keys.len() {
+            keys.select_nth_unstable(take);
+        }
+        keys[..take].iter().map(|&key| key as u32)
+    }
+
     /// [`LshConfig::exact_picks`](super::LshConfig::exact_picks): the tables' picks in
     /// `active` (after the `sources.forced` forced ids) replaced by as many of the
     /// highest-scoring neurons that are not forced, the random ids after them kept unless
@@ -288,25 +346,28 @@ impl SparseLayer {
 
     /// The ids of the `top` neurons with the highest pre-activation for `input` (every
     /// neuron scored, in parallel over blocks of neurons; ties: the lower id, see
-    /// [`ranks_before`]), best first. Neuron-major layers only.
+    /// [`rank_key`]), best first. Neuron-major layers only.
     pub(crate) fn top_neurons(&self, input: Vector<'_>, top: usize) -> Vec<u32> {
         const BLOCK: usize = 4096;
         if top == 0 {
             return Vec::new();
         }
         let k = kernels();
-        let offer = |best: &mut Vec<(f32, u32)>, z: f32, id: u32| {
-            if best.len() < top || ranks_before((z, id), best[best.len() - 1]) {
-                let at = best.partition_point(|&b| ranks_before(b, (z, id)));
-                best.insert(at, (z, id));
-                best.truncate(top);
+        // The best `top` keys (see `rank_key`) of `keys`, in no order: linear in their
+        // number whatever `top` (a sorted insertion per candidate cost a pool of 1,024
+        // about 1,000 moves each).
+        let keep_best = |mut keys: Vec<u64>| {
+            if keys.len() > top {
+                keys.select_nth_unstable(top);
+                keys.truncate(top);
             }
+            keys
         };
-        let best = (0..self.out_dim.div_ceil(BLOCK))
+        let mut best = (0..self.out_dim.div_ceil(BLOCK))
             .into_par_iter()
             .map(|b| {
-                let mut best = Vec::with_capacity(top + 1);
                 let end = ((b + 1) * BLOCK).min(self.out_dim);
+                let mut keys = Vec::with_capacity(end - b * BLOCK);
                 for j in b * BLOCK..end {
                     // Rows are read in order, but a row's weights are a third of its block
                     // (its moments sit in between), a gap the hardware prefetcher does not
@@ -315,17 +376,16 @@ impl SparseLayer {
                     if j + PREFETCH_AHEAD < end {
                         prefetch_values(self.row(j + PREFETCH_AHEAD).first(self.in_dim));
                     }
-                    offer(&mut best, self.neuron_logit(k, j, input), j as u32);
+                    keys.push(rank_key(self.neuron_logit(k, j, input), j as u32));
                 }
-                best
+                keep_best(keys)
             })
             .reduce(Vec::new, |mut a, b| {
-                for (z, id) in b {
-                    offer(&mut a, z, id);
-                }
-                a
+                a.extend(b);
+                keep_best(a)
             });
-        best.into_iter().map(|(_, id)| id).collect()
+        best.sort_unstable();
+        best.into_iter().map(|key| key as u32).collect()
     }
 
     /// The gradient on the input's entries from the gradient on the active pre-activations
@@ -377,6 +437,21 @@ impl SparseLayer {
 #[inline]
 pub(crate) fn ranks_before(a: (f32, u32), b: (f32, u32)) -> bool {
     a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
+}
+
+/// `(z, id)` as one integer that is smaller for the better of two (see [`ranks_before`],
+/// which it follows, except that -0.0 ranks below 0.0): integer keys sort and select
+/// without branches, where a comparison closure over `(score, id)` pairs mispredicts at
+/// every other step. The id is the key's low 32 bits.
+pub(crate) fn rank_key(z: f32, id: u32) -> u64 {
+    let bits = z.to_bits();
+    // An integer that orders as `z` does.
+    let ordered = if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 1 << 31
+    };
+    (u64::from(!ordered) << 32) | u64::from(id)
 }
 
 /// The log-Q shift of a training pass (see [`LshConfig::log_q`]): the first active

@@ -34,7 +34,9 @@ pub struct LayerState {
     pub bias_steps: Vec<u32>,
     /// The LSH tables' contents, for sampled layers.
     pub tables: Option<slide_lsh::TablesState>,
-    /// The shared negatives in force (see [`LshConfig::shared_negatives`](super::LshConfig::shared_negatives); empty if none).
+    /// The shared negatives in force (see [`LshConfig::shared_negatives`](super::LshConfig::shared_negatives)),
+    /// or the pool each sample picks its own from (see [`LshConfig::shared_pool`](super::LshConfig::shared_pool)),
+    /// best first for the mean input; empty if none.
     pub shared: Vec<u32>,
     /// The query center in force (see [`LshConfig::center_queries`](super::LshConfig::center_queries); empty if none).
     pub center: Vec<f32>,
@@ -344,6 +346,11 @@ impl SparseLayer {
             },
         );
         lsh.stats = lsh.tables.stats();
+        // Out of the layer while the pool's rows (if any) are copied from the new weights.
+        if let Some(mut lsh) = self.lsh.take() {
+            self.copy_pool_rows(&mut lsh);
+            self.lsh = Some(lsh);
+        }
         result.map_err(|e| match e {
             Read::Source(e) => e,
             Read::Tables(e) => S::Error::from(SlideError::from(e)),

@@ -137,8 +137,13 @@ pub struct SelectScratch {
 pub(crate) struct QueryBuffers {
     pub(crate) codes: CodeBuffer,
     pub(crate) query: QueryScratch,
-    /// The forced ids of one query: labels, then the layer's shared negatives.
+    /// The forced ids of one query: labels, then the layer's shared negatives (the
+    /// sample's own, with a pool).
     pub(crate) forced: Vec<u32>,
+    /// A pool's scores for one sample, and as sort keys with their ids (see
+    /// `LshConfig::shared_pool`).
+    pub(crate) pool_logits: Vec<f32>,
+    pub(crate) pool_keys: Vec<u64>,
     /// A centered query.
     pub(crate) centered: Vec<f32>,
 }

@@ -59,6 +59,7 @@ pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> Lay
             shared_negatives: 0,
             shared_shift: 0.0,
             center_queries: false,
+            shared_pool: 0,
             exact_picks: false,
         }),
         moments: Default::default(),

@@ -7,7 +7,8 @@
 //! rows are neurons for neuron-major layers, inputs for input-major ones), `.row_steps`
 //! (u32), `.bias`, `.bias_adam_m`, `.bias_adam_v` (f32), `.bias_steps` (u32), and for LSH
 //! layers `.tables.buckets`, `.tables.store` (u32), `.tables.store_offsets` (u64), and
-//! where in use `.shared_negatives` (u32) and `.query_center` (f32).
+//! where in use `.shared_negatives` (u32; with `shared_pool`, the pool) and `.query_center`
+//! (f32).
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};

@@ -226,6 +226,11 @@ pub struct LshSection {
     /// With `log_q`, the fraction (0 to 1) of the log-Q shift the shared negatives get.
     #[serde(default)]
     pub shared_shift: f32,
+    /// Keep this many outputs that score highest for the batch's mean input and give each
+    /// sample the `shared_negatives` of them that score highest for its own input (see
+    /// `slide::LshConfig::shared_pool`). 0: the same shared negatives for every sample.
+    #[serde(default)]
+    pub shared_pool: usize,
     /// Hash each input minus the mean input of a recent batch.
     #[serde(default)]
     pub center_queries: bool,
@@ -722,6 +727,7 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                 log_q: lsh.log_q,
                 shared_negatives: lsh.shared_negatives,
                 shared_shift: lsh.shared_shift,
+                shared_pool: lsh.shared_pool,
                 center_queries: lsh.center_queries,
                 exact_picks: lsh.exact_picks,
             }
@@ -810,17 +816,24 @@ mod tests {
         );
     }
 
-    /// The shared negatives' shift reaches the core's LSH config; outside [0, 1] the config
-    /// is refused when it is loaded.
+    /// The shared negatives' shift and pool reach the core's LSH config; a shift outside
+    /// [0, 1] or a pool wider than the layer is refused when the config is loaded.
     #[test]
-    fn shared_shift_is_a_fraction() {
+    fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
         let path =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
         let shipped = load(&path, &[]).unwrap().network(135_909);
-        assert_eq!(shipped.layers[1].lsh.unwrap().shared_shift, 0.25);
+        let lsh = shipped.layers[1].lsh.unwrap();
+        assert_eq!((lsh.shared_shift, lsh.shared_pool), (0.5, 2048));
         let err = load(&path, &["network.layers.1.lsh.shared_shift=1.5".into()]).unwrap_err();
         assert!(
             format!("{err:#}").ends_with("shared_shift must be in [0, 1], got 1.5"),
+            "{err:#}"
+        );
+        let err = load(&path, &["network.layers.1.lsh.shared_pool=700000".into()]).unwrap_err();
+        assert!(
+            format!("{err:#}")
+                .ends_with("shared_pool (700000) must be at most the layer's 670091 neurons"),
             "{err:#}"
         );
     }

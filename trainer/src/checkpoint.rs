@@ -1,7 +1,9 @@
 //! Checkpoints: the network's tensors in safetensors format (readable from Python with
 //! `safetensors.numpy.load_file`), the run's position and identity in its metadata, a
 //! checksum over all tensor bytes, written atomically (temporary file in the same folder,
-//! fsync, rename, fsync of the folder).
+//! fsync, rename, fsync of the folder). [`save`] does it all; [`write`] and
+//! [`Unsynced::finish`] split it, so that the trainer syncs and renames a checkpoint while
+//! it trains on.
 //!
 //! Tensors per layer `i`: `layers.i.weight`, `.adam_m`, `.adam_v` (`[rows, row_len]` f32;
 //! rows are neurons for neuron-major layers, inputs for input-major ones), `.row_steps`
@@ -245,6 +247,67 @@ pub fn save(
     identity: &Identity,
     keep_last: usize,
 ) -> Result<PathBuf> {
+    write(dir, net, position, identity)?.finish(keep_last)
+}
+
+/// A checkpoint written to its temporary file but not yet synced or renamed: what
+/// [`write`] returns and [`Unsynced::finish`] completes. The trainer finishes it on another
+/// thread while training goes on (the network is no longer read), so that the disk's
+/// write-back overlaps the next steps instead of stalling them.
+#[derive(Debug)]
+pub struct Unsynced {
+    file: std::fs::File,
+    temp: PathBuf,
+    final_path: PathBuf,
+    dir: PathBuf,
+}
+
+impl Unsynced {
+    /// Where the checkpoint will be once finished.
+    pub fn path(&self) -> &Path {
+        &self.final_path
+    }
+
+    /// Syncs the temporary file, renames it to its final name, syncs the folder and removes
+    /// all but the newest `keep_last` checkpoints (at least 1). Until the rename, the newest
+    /// complete checkpoint in the folder is the previous one.
+    pub fn finish(self, keep_last: usize) -> Result<PathBuf> {
+        let Unsynced {
+            file,
+            temp,
+            final_path,
+            dir,
+        } = self;
+        file.sync_all()
+            .with_context(|| format!("cannot sync {}", temp.display()))?;
+        drop(file);
+        std::fs::rename(&temp, &final_path).with_context(|| {
+            format!(
+                "cannot rename {} to {}",
+                temp.display(),
+                final_path.display()
+            )
+        })?;
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        let mut existing = list(&dir)?;
+        while existing.len() > keep_last.max(1) {
+            let oldest = existing.remove(0);
+            let _ = std::fs::remove_file(oldest);
+        }
+        Ok(final_path)
+    }
+}
+
+/// The first half of [`save`]: writes the checkpoint to a temporary file in `dir` (into the
+/// page cache, at memory speed) and returns it for [`Unsynced::finish`].
+pub fn write(
+    dir: &Path,
+    net: &Network,
+    position: Position,
+    identity: &Identity,
+) -> Result<Unsynced> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let scalars = net.state_scalars();
     let mut metadata = HashMap::from([
@@ -311,25 +374,12 @@ pub fn save(
     file.seek(SeekFrom::Start(checksum_at))
         .and_then(|_| file.write_all(sum.as_bytes()))
         .with_context(writing)?;
-    file.sync_all()
-        .with_context(|| format!("cannot sync {}", temp.display()))?;
-    drop(file);
-    std::fs::rename(&temp, &final_path).with_context(|| {
-        format!(
-            "cannot rename {} to {}",
-            temp.display(),
-            final_path.display()
-        )
-    })?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    let mut existing = list(dir)?;
-    while existing.len() > keep_last.max(1) {
-        let oldest = existing.remove(0);
-        let _ = std::fs::remove_file(oldest);
-    }
-    Ok(final_path)
+    Ok(Unsynced {
+        file,
+        temp,
+        final_path,
+        dir: dir.to_path_buf(),
+    })
 }
 
 /// Removes the temporary files that writers killed mid-write left in `dir` (never a
@@ -781,6 +831,35 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("checksum mismatch"), "{e}");
+    }
+
+    /// A written checkpoint is only a temporary file until it is finished: the folder's
+    /// newest complete checkpoint is still the previous one (what a resume would take), and
+    /// finishing puts it in place, removes the temporary and keeps the newest `keep_last`.
+    #[test]
+    fn a_written_checkpoint_is_in_place_only_once_finished() {
+        let (dir, first, identity) = saved("finish");
+        let mut net = Network::new(config(0.01)).unwrap();
+        let mut data = slide::SparseExamples::new();
+        data.push(&[0, 4], &[1.0, 0.5], &[2]);
+        net.train_step(&mut slide::Workspace::new(), &data, &[0])
+            .unwrap();
+        let position = Position { epoch: 1, batch: 4 };
+        let written = write(&dir, &net, position, &identity).unwrap();
+        let second = written.path().to_path_buf();
+        assert_ne!(second, first);
+        assert!(!second.exists());
+        assert_eq!(list(&dir).unwrap(), std::slice::from_ref(&first));
+        let temporaries = |dir: &Path| {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .filter(|e| is_own_temporary(&e.as_ref().unwrap().file_name().to_string_lossy()))
+                .count()
+        };
+        assert_eq!(temporaries(&dir), 1);
+        assert_eq!(written.finish(1).unwrap(), second);
+        assert_eq!(list(&dir).unwrap(), [second]);
+        assert_eq!(temporaries(&dir), 0);
     }
 
     #[test]

@@ -294,6 +294,32 @@ fn prepare(config: &Config, restoring: bool) -> Result<Prepared, Failure> {
     })
 }
 
+/// A checkpoint being synced and renamed on its own thread (see
+/// [`checkpoint::Unsynced::finish`]); dropping it waits for the thread, so that no way out
+/// of the training loop leaves a checkpoint half finished.
+struct Syncing(Option<std::thread::JoinHandle<anyhow::Result<std::path::PathBuf>>>);
+
+impl Syncing {
+    /// Waits for the checkpoint in flight, if any; its error, if it failed.
+    fn wait(&mut self) -> anyhow::Result<()> {
+        match self.0.take() {
+            Some(thread) => thread
+                .join()
+                .map_err(|_| anyhow!("the thread finishing a checkpoint panicked"))?
+                .map(drop),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Syncing {
+    fn drop(&mut self) {
+        if let Err(e) = self.wait() {
+            eprintln!("warning: {e:#}");
+        }
+    }
+}
+
 /// `slide-train eval`: a checkpoint's metrics on the whole test set, or its first `samples`,
 /// printed and returned with the seconds the evaluation took.
 pub fn evaluate_checkpoint(
@@ -410,9 +436,18 @@ pub fn run(
         .map_err(input)?;
     let checkpoint_dir = out.join(&config.checkpoint.dir);
     checkpoint::remove_stale_temporaries(&checkpoint_dir);
-    // Checkpoints written and the seconds they took.
+    // Checkpoints written and the seconds training waited for them.
     let checkpoint_time = std::cell::Cell::new((0usize, 0.0f64));
-    let save = |net: &Network, epoch: usize, batch: usize| -> Result<std::path::PathBuf, Failure> {
+    // The latest checkpoint's sync and rename, running beside training (joined before the
+    // next checkpoint is written, at the end, and on every way out of this function).
+    let syncing = std::cell::RefCell::new(Syncing(None));
+    // Writes a checkpoint; `durable`: waits until it is synced and in place (the run's last,
+    // or one a message names) instead of finishing it beside the next steps.
+    let save = |net: &Network,
+                epoch: usize,
+                batch: usize,
+                durable: bool|
+     -> Result<std::path::PathBuf, Failure> {
         // Never write a checkpoint that could not be trained on: it would replace a good one.
         if !net.is_finite() {
             return Err(Failure::Training(anyhow!(
@@ -422,14 +457,17 @@ pub fn run(
             )));
         }
         let started = Instant::now();
-        let path = checkpoint::save(
-            &checkpoint_dir,
-            net,
-            Position { epoch, batch },
-            &identity,
-            config.checkpoint.keep_last,
-        )
-        .map_err(Failure::Training)?;
+        let mut syncing = syncing.borrow_mut();
+        syncing.wait().map_err(Failure::Training)?;
+        let written = checkpoint::write(&checkpoint_dir, net, Position { epoch, batch }, &identity)
+            .map_err(Failure::Training)?;
+        let path = written.path().to_path_buf();
+        let keep_last = config.checkpoint.keep_last;
+        if durable {
+            written.finish(keep_last).map_err(Failure::Training)?;
+        } else {
+            syncing.0 = Some(std::thread::spawn(move || written.finish(keep_last)));
+        }
         let (count, seconds) = checkpoint_time.get();
         checkpoint_time.set((count + 1, seconds + started.elapsed().as_secs_f64()));
         Ok(path)
@@ -654,7 +692,7 @@ pub fn run(
             }
             finished_at = (epoch, b + 1);
             if config.checkpoint.every > 0 && step % config.checkpoint.every == 0 {
-                save(&net, epoch, b + 1)?;
+                save(&net, epoch, b + 1, false)?;
                 saved_at = step;
             }
             let signal = interrupt.load(Ordering::Relaxed);
@@ -662,7 +700,7 @@ pub fn run(
                 if let Some(bar) = &bar {
                     bar.finish_and_clear();
                 }
-                let path = save(&net, epoch, b + 1)?;
+                let path = save(&net, epoch, b + 1, true)?;
                 return Err(Failure::Interrupted {
                     signal: signal as i32,
                     message: format!(
@@ -678,8 +716,13 @@ pub fn run(
         }
     }
     if config.checkpoint.at_end && (saved_at != net.step() || resume.is_none() && net.step() == 0) {
-        save(&net, finished_at.0, finished_at.1)?;
+        save(&net, finished_at.0, finished_at.1, true)?;
     }
+    // The last periodic checkpoint, if the run ended on one, is in place before the summary.
+    let waited = Instant::now();
+    syncing.borrow_mut().wait().map_err(Failure::Training)?;
+    let (count, seconds) = checkpoint_time.get();
+    checkpoint_time.set((count, seconds + waited.elapsed().as_secs_f64()));
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }

@@ -211,6 +211,62 @@ fn a_run_without_the_final_checkpoint_writes_none() {
     assert_eq!(written, 0);
 }
 
+/// Periodic checkpoints are synced and renamed beside the next steps: when the run ends on
+/// one, it is still in place, complete and the newest, before the run reports, with no
+/// temporary file left, and only `keep_last` of them are kept.
+#[test]
+fn a_run_ending_on_a_periodic_checkpoint_leaves_it_complete() {
+    let dir = scratch("periodic-checkpoints");
+    let config = xmc_config(&dir);
+    let out = dir.join("out");
+    let run = slide_train(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--quiet",
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "checkpoint.every=1",
+        "--set",
+        "checkpoint.keep_last=2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = succeeded(&run);
+    let steps: u64 = stdout
+        .split("done: ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no step count in {stdout}"));
+    assert!(stdout.contains(&format!("{steps} checkpoints")), "{stdout}");
+    let checkpoints = out.join("checkpoints");
+    let complete = slide_trainer::checkpoint::list(&checkpoints).unwrap();
+    assert_eq!(complete.len(), 2);
+    let newest = complete
+        .last()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    assert_eq!(newest, format!("checkpoint-{steps:010}.safetensors"));
+    let leftovers: Vec<_> = std::fs::read_dir(&checkpoints)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|name| name.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let eval = slide_train(&[
+        "eval",
+        "--config",
+        config.to_str().unwrap(),
+        "--checkpoint",
+        complete.last().unwrap().to_str().unwrap(),
+    ]);
+    succeeded(&eval);
+}
+
 /// Bad configs, data and flags: exit status 2 and one line on stderr saying what and where.
 #[test]
 fn bad_input_exits_2_with_one_line() {

@@ -185,25 +185,35 @@ fn xmc_text_data_trains_to_a_high_precision() {
     );
 }
 
+/// One quiet epoch of the XMC config in `dir` with `sets` (`section.key=value`) into
+/// `dir/out`: the config's path, the output folder and the run's stdout (it succeeded).
+fn one_epoch(dir: &Path, sets: &[&str]) -> (PathBuf, PathBuf, String) {
+    let config = xmc_config(dir);
+    let out = dir.join("out");
+    let mut args = vec!["--config", config.to_str().unwrap(), "--quiet"];
+    for set in ["train.epochs=1"].iter().chain(sets) {
+        args.extend(["--set", set]);
+    }
+    args.extend(["--out", out.to_str().unwrap()]);
+    let stdout = succeeded(&slide_train(&args));
+    (config, out, stdout)
+}
+
+/// The number right after the first `marker` in `text` (up to the next space).
+fn number_after(text: &str, marker: &str) -> u64 {
+    text.split(marker)
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no number after `{marker}` in `{text}`"))
+}
+
 /// `checkpoint.at_end = false` trains without writing the final checkpoint (the default
 /// writes one: the other tests load it).
 #[test]
 fn a_run_without_the_final_checkpoint_writes_none() {
     let dir = scratch("no-final-checkpoint");
-    let config = xmc_config(&dir);
-    let out = dir.join("out");
-    let run = slide_train(&[
-        "--config",
-        config.to_str().unwrap(),
-        "--quiet",
-        "--set",
-        "train.epochs=1",
-        "--set",
-        "checkpoint.at_end=false",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let stdout = succeeded(&run);
+    let (_, out, stdout) = one_epoch(&dir, &["checkpoint.at_end=false"]);
     assert!(stdout.contains("0 checkpoints"), "{stdout}");
     let written = std::fs::read_dir(out.join("checkpoints"))
         .map(|d| d.count())
@@ -217,40 +227,15 @@ fn a_run_without_the_final_checkpoint_writes_none() {
 #[test]
 fn a_run_ending_on_a_periodic_checkpoint_leaves_it_complete() {
     let dir = scratch("periodic-checkpoints");
-    let config = xmc_config(&dir);
-    let out = dir.join("out");
-    let run = slide_train(&[
-        "--config",
-        config.to_str().unwrap(),
-        "--quiet",
-        "--set",
-        "train.epochs=1",
-        "--set",
-        "checkpoint.every=1",
-        "--set",
-        "checkpoint.keep_last=2",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let stdout = succeeded(&run);
-    let steps: u64 = stdout
-        .split("done: ")
-        .nth(1)
-        .and_then(|s| s.split(' ').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no step count in {stdout}"));
+    let sets = ["checkpoint.every=1", "checkpoint.keep_last=2"];
+    let (config, out, stdout) = one_epoch(&dir, &sets);
+    let steps = number_after(&stdout, "done: ");
     assert!(stdout.contains(&format!("{steps} checkpoints")), "{stdout}");
     let checkpoints = out.join("checkpoints");
     let complete = slide_trainer::checkpoint::list(&checkpoints).unwrap();
     assert_eq!(complete.len(), 2);
-    let newest = complete
-        .last()
-        .unwrap()
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .to_string();
-    assert_eq!(newest, format!("checkpoint-{steps:010}.safetensors"));
+    let newest = checkpoints.join(format!("checkpoint-{steps:010}.safetensors"));
+    assert_eq!(complete.last(), Some(&newest));
     let leftovers: Vec<_> = std::fs::read_dir(&checkpoints)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
@@ -262,7 +247,7 @@ fn a_run_ending_on_a_periodic_checkpoint_leaves_it_complete() {
         "--config",
         config.to_str().unwrap(),
         "--checkpoint",
-        complete.last().unwrap().to_str().unwrap(),
+        newest.to_str().unwrap(),
     ]);
     succeeded(&eval);
 }
@@ -780,12 +765,7 @@ fn sigint_writes_a_checkpoint_and_exits_130() {
     let stderr = text(&result.stderr);
     assert_eq!(result.status.code(), Some(130), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    let step: u64 = stderr
-        .split("interrupted at step ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no step in `{stderr}`"));
+    let step = number_after(&stderr, "interrupted at step ");
     let saved = out.join(format!("checkpoints/checkpoint-{step:010}.safetensors"));
     assert!(saved.exists(), "{stderr}");
     assert!(stderr.contains(&format!("--resume {}", saved.display())));

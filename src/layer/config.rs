@@ -145,8 +145,9 @@ pub struct LshConfig {
     /// then outrank the labels of the samples the model cannot place (one output the top-1
     /// of 2-2.6 times the share of the most frequent label at the Amazon-670K shape). At 1
     /// they are pushed as hard as the picks, and the model learns half as much. Between
-    /// (0.25 at the Amazon-670K shape) each shared negative counts for `e^(0.25 s)` outputs
-    /// like it: README, "Learning as much per epoch".
+    /// (0.25 at the Amazon-670K shape; 0.5 with a [`shared_pool`](Self::shared_pool), whose
+    /// per-sample picks are harder) each shared negative counts for `e^(x s)` outputs like it
+    /// at a fraction `x` of a shift `s`: README, "Learning as much per epoch".
     #[cfg_attr(feature = "serde", serde(default))]
     pub shared_shift: f32,
     /// Per-sample shared negatives: when larger than

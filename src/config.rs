@@ -153,7 +153,7 @@ impl NetworkConfig {
                 put("lsh.log_q", lsh.log_q.to_string());
                 put("lsh.shared_negatives", lsh.shared_negatives.to_string());
                 put("lsh.center_queries", lsh.center_queries.to_string());
-                if lsh.shared_pool > lsh.shared_negatives {
+                if lsh.pooled() {
                     put("lsh.shared_pool", lsh.shared_pool.to_string());
                 }
                 if lsh.shared_shift != 0.0 {
@@ -243,11 +243,11 @@ impl NetworkConfig {
                 // Saved: 4 u32 per bucket and the stored ids; shared negatives, center.
                 let buckets = (lsh.params.l as u64) << lsh.params.range_pow;
                 let stored = (lsh.params.l as u64) * out;
-                let shared = lsh.shared_negatives.max(lsh.shared_pool) as u64;
+                let shared = lsh.shared_len() as u64;
                 estimate.state += buckets * 16 + stored * 4 + shared * 4;
                 // The copy of a pool's weights (as stored) and biases (see
                 // `LshConfig::shared_pool`).
-                if lsh.shared_pool > lsh.shared_negatives {
+                if lsh.pooled() {
                     let bytes = if layer.weights == Precision::Bf16 {
                         2
                     } else {

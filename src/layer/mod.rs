@@ -87,8 +87,9 @@ pub(crate) struct LshState {
     pub(crate) shared_negatives: usize,
     /// See [`LshConfig::shared_shift`].
     pub(crate) shared_shift: f32,
-    /// See [`LshConfig::shared_pool`].
-    pub(crate) shared_pool: usize,
+    /// How many ids `shared` holds once refreshed: the pool, or the shared negatives (see
+    /// [`LshConfig::shared_pool`]).
+    pub(crate) shared_len: usize,
     /// The neurons that scored highest for the mean input at the last refresh, best first:
     /// the shared negatives, or with a pool the pool they are picked from per sample.
     pub(crate) shared: Vec<u32>,
@@ -113,11 +114,6 @@ pub(crate) struct LshState {
 }
 
 impl LshState {
-    /// How many ids `shared` holds once refreshed: the pool, or the shared negatives.
-    pub(crate) fn shared_len(&self) -> usize {
-        self.shared_negatives.max(self.shared_pool)
-    }
-
     /// Whether each sample picks its shared negatives from a larger pool.
     pub(crate) fn pooled(&self) -> bool {
         self.shared.len() > self.shared_negatives
@@ -246,8 +242,8 @@ impl SparseLayer {
                 log_q: lsh.log_q,
                 shared_negatives: lsh.shared_negatives,
                 shared_shift: lsh.shared_shift,
-                shared_pool: lsh.shared_pool,
-                shared: Vec::with_capacity(lsh.shared_negatives.max(lsh.shared_pool)),
+                shared_len: lsh.shared_len(),
+                shared: Vec::with_capacity(lsh.shared_len()),
                 pool_cols: Vec::new(),
                 pool_cols_bf16: Vec::new(),
                 pool_bias: Vec::new(),
@@ -449,8 +445,8 @@ impl SparseLayer {
                 codes: CodeBuffer::for_family(&lsh.family),
                 query: QueryScratch::for_tables(&lsh.tables),
                 forced: Vec::with_capacity(1024 + lsh.shared_negatives),
-                pool_logits: Vec::with_capacity(lsh.shared_len()),
-                pool_keys: Vec::with_capacity(lsh.shared_len()),
+                pool_logits: Vec::with_capacity(lsh.shared_len),
+                pool_keys: Vec::with_capacity(lsh.shared_len),
                 centered: Vec::with_capacity(if lsh.center_queries { self.in_dim } else { 0 }),
             }),
             shape: (self.in_dim, self.out_dim),
@@ -469,7 +465,7 @@ impl SparseLayer {
     /// `mean_input` is not `in_dim` long.
     pub fn refresh_mean_input(&mut self, mean_input: &[f32]) {
         assert_eq!(mean_input.len(), self.in_dim, "mean input length");
-        let Some(count) = self.lsh.as_ref().map(LshState::shared_len) else {
+        let Some(count) = self.lsh.as_ref().map(|l| l.shared_len) else {
             return;
         };
         let best = if count > 0 {
@@ -528,10 +524,9 @@ impl SparseLayer {
             // An id listed twice has the same key both times, so its copies end up adjacent.
             scored.sort_unstable();
             scored.dedup();
-            let keep = lsh.shared_negatives.max(lsh.shared_pool);
             lsh.shared.clear();
             lsh.shared
-                .extend(scored.iter().take(keep).map(|&key| key as u32));
+                .extend(scored.iter().take(lsh.shared_len).map(|&key| key as u32));
             self.copy_pool_rows(&mut lsh);
         }
         self.lsh = Some(lsh);

@@ -485,6 +485,58 @@ fn evaluation_with_an_empty_active_set_predicts_nothing() {
     assert_eq!(exact.active_outputs, 30.0);
 }
 
+/// Uniform sampling (a budget of 0 plus random ids) builds no tables and hashes nothing:
+/// after construction and every rebuild the tables hold no id, each sample's active set is
+/// its labels and `min_active`'s random ids, and it trains (the loss falls).
+#[test]
+fn uniform_sampling_builds_no_tables() {
+    let data = sparse_data(64, 100, 30, 5);
+    let mut output = sampled(30, Activation::Softmax, 0);
+    output.lsh = output.lsh.map(|l| slide::LshConfig {
+        sampling: l.sampling.with_budget(0).with_min_active(10),
+        ..l
+    });
+    let mut net = network(
+        100,
+        vec![input_major(16, Activation::Relu), output],
+        2e-2,
+        4,
+    );
+    let stored = |net: &Network| net.table_stats()[1].unwrap().stored_ids;
+    assert_eq!(stored(&net), 0);
+    // The same layer with a budget fills its tables.
+    let tabled = network(
+        100,
+        vec![
+            input_major(16, Activation::Relu),
+            sampled(30, Activation::Softmax, 10),
+        ],
+        2e-2,
+        4,
+    );
+    assert!(stored(&tabled) > 100, "{}", stored(&tabled));
+    let mut workspace = slide::Workspace::new();
+    let batch: Vec<usize> = (0..16).collect();
+    let first = net.train_step(&mut workspace, &data, &batch).unwrap();
+    let mut rebuilt = 0;
+    let mut last = first.clone();
+    for _ in 0..40 {
+        last = net.train_step(&mut workspace, &data, &batch).unwrap();
+        rebuilt += usize::from(last.rebuilt);
+        assert_eq!(stored(&net), 0);
+    }
+    assert!(rebuilt >= 7, "{rebuilt} rebuilds");
+    let sources = last.active_sources[1].unwrap();
+    assert_eq!((sources.from_tables, sources.candidates), (0.0, 0.0));
+    assert_eq!(sources.forced + sources.random_fill, 10.0, "{sources:?}");
+    assert!(
+        last.loss < 0.8 * first.loss,
+        "{} -> {}",
+        first.loss,
+        last.loss
+    );
+}
+
 /// `set_learning_rate` changes the steps that follow exactly as if the network had been
 /// built with that rate: a network built at 0.02 and switched to 0.005 before training ends
 /// bit-identical to one built at 0.005; a non-positive rate is refused.

@@ -98,6 +98,13 @@ impl Sampling {
         }
     }
 
+    /// Whether the strategy takes anything from the tables: not with a budget of 0 (except
+    /// [`Strategy::TopK`], whose `k` is at least 1). A sampling that does not (uniform
+    /// sampling: forced ids and random ids only) needs neither hash codes nor built tables.
+    pub fn uses_tables(&self) -> bool {
+        matches!(self.strategy, Strategy::TopK { .. }) || self.budget != Some(0)
+    }
+
     /// Checks the values against tables with `l` tables.
     pub fn validate(&self, l: usize) -> Result<()> {
         match self.strategy {
@@ -231,7 +238,10 @@ impl HashTables {
     /// the ids `sampling` selects among the candidates of the buckets `codes`, then random
     /// fill up to `sampling.min_active`, then `sampling.random_extra` more random ids. Every
     /// id appears once. Deterministic for a given `rng` state. At most
-    /// [`max_sampled`](Self::max_sampled) ids: an `out` with that capacity never reallocates. Returns how many ids came from each source.
+    /// [`max_sampled`](Self::max_sampled) ids: an `out` with that capacity never reallocates.
+    /// Returns how many ids came from each source. A sampling that takes nothing from the
+    /// tables ([`Sampling::uses_tables`]) reads neither `codes` (which may be empty) nor the
+    /// buckets.
     pub fn sample<R: Rng + ?Sized>(
         &self,
         codes: &[u32],
@@ -241,7 +251,10 @@ impl HashTables {
         scratch: &mut QueryScratch,
         out: &mut Vec<u32>,
     ) -> Result<SampleCounts> {
-        self.check_codes(codes, 1)?;
+        let tabled = sampling.uses_tables();
+        if tabled {
+            self.check_codes(codes, 1)?;
+        }
         self.check_ids(forced)?;
         sampling.validate(self.num_tables())?;
         let l = self.num_tables();
@@ -255,6 +268,7 @@ impl HashTables {
         }
         let forced_count = out.len();
         match sampling.strategy {
+            _ if !tabled => {}
             Strategy::Vanilla => {
                 let budget = sampling.budget.unwrap_or(usize::MAX);
                 let first_table = if budget < usize::MAX {

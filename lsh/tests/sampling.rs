@@ -202,6 +202,62 @@ fn random_extra_comes_after_the_fill_and_avoids_every_chosen_id() {
     assert_eq!(all, (0..20).collect::<Vec<_>>());
 }
 
+/// A sampling that takes nothing from the tables (a budget of 0: uniform sampling) needs no
+/// codes: the forced ids, then the fill and the extra ids, none of them a bucket's candidate;
+/// any other sampling still needs one code per table.
+#[test]
+fn a_zero_budget_reads_no_codes_and_no_buckets() {
+    let tables = tables();
+    let mut scratch = QueryScratch::new(20);
+    let uniform = Sampling::vanilla()
+        .with_budget(0)
+        .with_min_active(4)
+        .with_random_extra(3);
+    assert!(!uniform.uses_tables());
+    assert!(!Sampling::threshold(2).with_budget(0).uses_tables());
+    assert!(Sampling::top_k(1).with_budget(0).uses_tables());
+    assert!(Sampling::vanilla().with_budget(1).uses_tables());
+    let mut out = Vec::new();
+    let counts = tables
+        .sample(&[], &uniform, &[19], &mut rng(5), &mut scratch, &mut out)
+        .unwrap();
+    assert_eq!(
+        (
+            counts.forced,
+            counts.from_tables,
+            counts.random_fill,
+            counts.candidates
+        ),
+        (1, 0, 6, 0)
+    );
+    assert_eq!((out.len(), out[0]), (7, 19));
+    let mut unique = out.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 7);
+    // Over many draws every id but the forced one comes up, the buckets' ids no more often.
+    let mut drawn = [0u32; 20];
+    let mut rng = rng(6);
+    for _ in 0..2000 {
+        tables
+            .sample(&[], &uniform, &[19], &mut rng, &mut scratch, &mut out)
+            .unwrap();
+        out[1..].iter().for_each(|&id| drawn[id as usize] += 1);
+    }
+    // 2,000 x 6 draws over 19 ids: 632 each; a 20% band is over 5 standard deviations.
+    assert_eq!(drawn[19], 0);
+    assert!(
+        drawn[..19].iter().all(|&c| (505..=758).contains(&c)),
+        "{drawn:?}"
+    );
+    let tabled = Sampling::vanilla().with_budget(2);
+    let error = tables.sample(&[], &tabled, &[], &mut rng, &mut scratch, &mut out);
+    assert!(
+        matches!(error, Err(LshError::CodeCountMismatch { .. })),
+        "{error:?}"
+    );
+}
+
 #[test]
 fn scratch_is_clean_after_every_query() {
     let tables = tables();

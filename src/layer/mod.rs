@@ -403,10 +403,11 @@ impl SparseLayer {
         floats * 4 + (self.row_steps.len() + self.bias_steps.len()) * 4 + tables
     }
 
-    /// Re-hashes every neuron's weight row into the layer's tables (no-op for dense layers).
+    /// Re-hashes every neuron's weight row into the layer's tables (no-op for dense layers
+    /// and for a sampling that takes nothing from the tables: uniform sampling).
     pub fn rebuild_tables(&mut self) -> Result<()> {
         // Out of the layer while its rows are read.
-        let Some(mut lsh) = self.lsh.take() else {
+        let Some(mut lsh) = self.lsh.take_if(|l| l.sampling.uses_tables()) else {
             return Ok(());
         };
         let rebuilt = match self.f32_rows() {

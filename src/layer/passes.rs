@@ -68,15 +68,17 @@ impl SparseLayer {
         trace.shift_from = 0;
         let buffers = scratch.buffers.as_mut();
         if let (Some(lsh), Mode::Train | Mode::EvalLsh, Some(b)) = (&self.lsh, mode, buffers) {
-            let query = if lsh.center.is_empty() {
-                input
+            // Uniform sampling (nothing taken from the tables) hashes nothing.
+            let codes: &[u32] = if !lsh.sampling.uses_tables() {
+                &[]
+            } else if lsh.center.is_empty() {
+                lsh.family.hash(input, &mut b.codes)?
             } else {
                 b.centered.clear();
                 b.centered.extend(lsh.center.iter().map(|c| -c));
                 input.for_each_nonzero(|i, v| b.centered[i] += v);
-                Vector::Dense(&b.centered)
+                lsh.family.hash(Vector::Dense(&b.centered), &mut b.codes)?
             };
-            let codes = lsh.family.hash(query, &mut b.codes)?;
             b.forced.clear();
             if mode == Mode::Train {
                 b.forced.extend_from_slice(forced);

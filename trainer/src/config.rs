@@ -239,9 +239,10 @@ pub struct LshSection {
     /// random ids stand for the rest of the outputs (see `slide::LshConfig::log_q`).
     #[serde(default)]
     pub uniform_negatives: usize,
-    /// Ablation: take nothing from the tables (they are still built and queried) and draw
-    /// `budget` uniformly random ids in place of their picks: uniform negative sampling at
-    /// the same budget, to measure what LSH adds.
+    /// Ablation: take nothing from the tables and draw `budget` uniformly random ids in
+    /// place of their picks: uniform negative sampling at the same budget, to measure what
+    /// LSH adds. The layer then neither builds its tables nor hashes queries, so its time is
+    /// a uniform sampler's (the shared negatives are still picked).
     #[serde(default)]
     pub uniform: bool,
     /// Ablation, slow: replace the tables' picks with each training sample's

@@ -10,8 +10,9 @@
 //!
 //! Engines: `slide` (the config as written: LSH picks the output layer's active set),
 //! `uniform` (the same, but the active set takes nothing from the tables: uniformly random
-//! outputs at the same budget, plus the labels and shared negatives, the ablation that shows
-//! what the tables add) and `dense` (every output computed: the full-softmax model, with
+//! outputs at the same budget, plus the labels, shared negatives and any warm-up's random
+//! ids, the ablation that shows what the tables add; no tables are built or queried, and
+//! `min_active` is set to 0 so that no fill comes on top) and `dense` (every output computed: the full-softmax model, with
 //! slide's own passes and the same Adam). Each runs `slide-train`'s loop on the config's data
 //! (`--set` overrides apply to all three), evaluating at every epoch's end. Writes
 //! `NAME.csv` (one row per engine and epoch: training seconds without evaluation, exact and
@@ -121,7 +122,10 @@ fn engine_config(o: &Options, engine: &str) -> Result<config::Config, String> {
                 .lsh
                 .as_mut()
                 .ok_or("the output layer has no LSH section to ablate")?;
+            // The budget's worth of random ids in place of the tables' picks, and no fill
+            // on top (`min_active` would add up to as many again): the same active-set size.
             lsh.uniform = true;
+            lsh.min_active = 0;
         }
         _ => {}
     }

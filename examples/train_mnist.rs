@@ -76,6 +76,8 @@ fn main() {
         center_queries: false,
         shared_pool: 0,
         exact_picks: false,
+        warmup_random: 0,
+        warmup_steps: 0,
     });
     let mut net = Network::new(NetworkConfig {
         input_dim: 784,

@@ -113,6 +113,8 @@ fn main() {
             center_queries: false,
             shared_pool: 0,
             exact_picks: false,
+            warmup_random: 0,
+            warmup_steps: 0,
         }),
         moments: Default::default(),
         weights: Default::default(),

@@ -123,7 +123,7 @@ impl NetworkConfig {
     /// `.lsh.family`, `.lsh.params`, `.lsh.bucket_capacity`, `.lsh.policy`, `.lsh.sampling`,
     /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, `.lsh.shared_pool` (if
     /// above `shared_negatives`), `.lsh.shared_shift` (if not 0), `.lsh.exact_picks` (if
-    /// set), then `adam` and
+    /// set), `.lsh.warmup_random` and `.lsh.warmup_steps` (if not 0), then `adam` and
     /// `rebuild`. Checkpoints record it, so a resume can name the settings that changed.
     pub fn describe(&self) -> Vec<(String, String)> {
         let mut out = vec![
@@ -162,6 +162,10 @@ impl NetworkConfig {
                 if lsh.exact_picks {
                     put("lsh.exact_picks", "true".to_string());
                 }
+                if lsh.warmup_steps > 0 {
+                    put("lsh.warmup_random", lsh.warmup_random.to_string());
+                    put("lsh.warmup_steps", lsh.warmup_steps.to_string());
+                }
             }
         }
         out.push(("adam".to_string(), format!("{:?}", self.adam)));
@@ -173,7 +177,7 @@ impl NetworkConfig {
     /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
     /// each layer's size, activation, layout and LSH settings. Not the optimizer, the
     /// rebuild schedule, the initialisation, the shared negatives' shift, the exact-picks
-    /// ablation or the precision of weights and moments, which only shape training (a
+    /// ablation, the warm-up's random ids or the precision of weights and moments, which only shape training (a
     /// layer reads a state file's values in either precision).
     pub fn architecture_hash(&self) -> u64 {
         self.describe()
@@ -185,7 +189,8 @@ impl NetworkConfig {
                     || key.ends_with(".moments")
                     || key.ends_with(".weights")
                     || key.ends_with(".shared_shift")
-                    || key.ends_with(".exact_picks"))
+                    || key.ends_with(".exact_picks")
+                    || key.contains(".warmup_"))
             })
             .fold(FNV_OFFSET, |h, (key, value)| {
                 fnv1a(fnv1a(fnv1a(h, key.as_bytes()), b"="), value.as_bytes())
@@ -333,6 +338,8 @@ mod tests {
             center_queries: false,
             shared_pool: 0,
             exact_picks: false,
+            warmup_random: 0,
+            warmup_steps: 0,
         }
     }
 

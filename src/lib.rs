@@ -48,6 +48,8 @@
 //!         center_queries: false,
 //!         shared_pool: 0,
 //!         exact_picks: false,
+//!         warmup_random: 0,
+//!         warmup_steps: 0,
 //!     }),
 //!     moments: Default::default(),
 //!     weights: Default::default(),

@@ -282,6 +282,8 @@ impl Network {
             next_rebuild: scalars.next_rebuild,
             period: scalars.rebuild_period,
         };
+        let step = self.schedule.step;
+        self.layers.iter_mut().for_each(|l| l.set_steps_taken(step));
         Ok(())
     }
 

@@ -253,6 +253,8 @@ impl Network {
     fn advance_step(&mut self) -> (bool, bool) {
         let step = self.schedule.step + 1;
         self.schedule.step = step;
+        let (layers, _) = self.layers_and_adam();
+        layers.iter_mut().for_each(|l| l.set_steps_taken(step));
         let rebuild =
             step >= self.schedule.next_rebuild && self.layers().iter().any(SparseLayer::is_sampled);
         if rebuild {

@@ -640,6 +640,47 @@ fn resumable_config_in((weights, moments): Storage, seed: u64) -> NetworkConfig 
     config
 }
 
+/// The warm-up's random ids (`LshConfig::warmup_random`): 4 random ids per sample on top
+/// of the sampling's 2 in the first 6 steps, the 2 after; a network restored from a state saved after
+/// the warm-up draws none either, and trains on exactly as the original.
+#[test]
+fn random_ids_warm_up_ends_on_schedule_and_on_resume() {
+    let data = sparse_data(256, 60, 40, 21);
+    let config = || {
+        let mut config = resumable_config(22);
+        let lsh = config.layers[1].lsh.as_mut().unwrap();
+        lsh.sampling = lsh.sampling.with_min_active(0).with_random_extra(2);
+        (lsh.warmup_random, lsh.warmup_steps) = (4, 6);
+        config
+    };
+    let batch = |b: usize| -> Vec<usize> { (b * 16 % 256..b * 16 % 256 + 16).collect() };
+    let mut original = Network::new(config()).unwrap();
+    let mut ws = slide::Workspace::new();
+    let mut random = Vec::new();
+    for b in 0..9 {
+        let stats = original.train_step(&mut ws, &data, &batch(b)).unwrap();
+        random.push(stats.active_sources[1].unwrap().random_fill);
+    }
+    assert_eq!(random, [6.0, 6.0, 6.0, 6.0, 6.0, 6.0, 2.0, 2.0, 2.0]);
+    let state = original.export_state();
+    let mut restored = Network::with_empty_tables(config()).unwrap();
+    restored.import_state(&state).unwrap();
+    for b in 9..14 {
+        let a = original.train_step(&mut ws, &data, &batch(b)).unwrap();
+        let r = restored.train_step(&mut ws, &data, &batch(b)).unwrap();
+        assert_eq!(r.active_sources[1].unwrap().random_fill, 2.0);
+        assert_eq!(a.loss.to_bits(), r.loss.to_bits());
+    }
+    assert!(all_parameters(&original) == all_parameters(&restored));
+    // One without the other is refused.
+    let mut half = config();
+    half.layers[1].lsh.as_mut().unwrap().warmup_steps = 0;
+    assert!(matches!(
+        Network::new(half),
+        Err(SlideError::InvalidConfig { .. })
+    ));
+}
+
 /// `values` as a layer of precision `p` streams them: f32 little-endian bytes, or BF16 ones
 /// (the upper halves: exported values of a BF16 layer are BF16 values widened).
 fn stored_bytes(values: &[f32], p: Precision) -> Vec<u8> {
@@ -664,6 +705,8 @@ fn resumable_config(seed: u64) -> NetworkConfig {
             center_queries: true,
             shared_pool: 6,
             exact_picks: false,
+            warmup_random: 0,
+            warmup_steps: 0,
             ..l
         });
         vec![input_major(24, Activation::Relu), output]

@@ -118,6 +118,8 @@ impl Recipe {
             center_queries: false,
             shared_pool: 0,
             exact_picks: false,
+            warmup_random: 0,
+            warmup_steps: 0,
         }
     }
 }

@@ -107,6 +107,12 @@ pub(crate) struct LshState {
     pub(crate) center_queries: bool,
     /// See [`LshConfig::exact_picks`].
     pub(crate) exact_picks: bool,
+    /// The configured `sampling.random_extra` and the warm-up's (see
+    /// [`LshConfig::warmup_random`]): `sampling.random_extra` is `random_extra`, plus
+    /// `warmup_random` in the first `warmup_steps` steps.
+    pub(crate) random_extra: usize,
+    pub(crate) warmup_random: usize,
+    pub(crate) warmup_steps: u64,
     /// The mean input subtracted from queries (empty until the first refresh).
     pub(crate) center: Vec<f32>,
     /// What the tables held after the last rebuild.
@@ -238,7 +244,10 @@ impl SparseLayer {
             layer.lsh = Some(LshState {
                 family,
                 tables,
-                sampling: lsh.sampling,
+                // A new layer stands at step 0, in the warm-up if there is one.
+                sampling: lsh
+                    .sampling
+                    .with_random_extra(lsh.sampling.random_extra + lsh.warmup_random),
                 log_q: lsh.log_q,
                 shared_negatives: lsh.shared_negatives,
                 shared_shift: lsh.shared_shift,
@@ -250,6 +259,9 @@ impl SparseLayer {
                 rescored: Vec::new(),
                 center_queries: lsh.center_queries,
                 exact_picks: lsh.exact_picks,
+                random_extra: lsh.sampling.random_extra,
+                warmup_random: lsh.warmup_random,
+                warmup_steps: lsh.warmup_steps,
                 center: Vec::new(),
                 stats,
             });
@@ -401,6 +413,22 @@ impl SparseLayer {
                 + l.pool_cols_bf16.len() * 2
         });
         floats * 4 + (self.row_steps.len() + self.bias_steps.len()) * 4 + tables
+    }
+
+    /// Tells the layer how many training steps its model has taken, for settings that
+    /// follow a schedule: the warm-up's random ids ([`LshConfig::warmup_random`]). A
+    /// [`Network`](crate::Network) calls it after every step and when a state is restored;
+    /// a model of your own calls it whenever its step count changes. A new layer stands at
+    /// step 0.
+    pub fn set_steps_taken(&mut self, steps: u64) {
+        if let Some(lsh) = self.lsh.as_mut() {
+            let warm = if steps < lsh.warmup_steps {
+                lsh.warmup_random
+            } else {
+                0
+            };
+            lsh.sampling.random_extra = lsh.random_extra + warm;
+        }
     }
 
     /// Re-hashes every neuron's weight row into the layer's tables (no-op for dense layers

@@ -61,6 +61,8 @@ pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> Lay
             center_queries: false,
             shared_pool: 0,
             exact_picks: false,
+            warmup_random: 0,
+            warmup_steps: 0,
         }),
         moments: Default::default(),
         weights: Default::default(),

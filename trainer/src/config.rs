@@ -239,6 +239,14 @@ pub struct LshSection {
     /// random ids stand for the rest of the outputs (see `slide::LshConfig::log_q`).
     #[serde(default)]
     pub uniform_negatives: usize,
+    /// A warm-up: this many further uniformly random outputs join each training sample's
+    /// active set in the first `warmup_steps` steps (with `log_q` the tables' picks count
+    /// as themselves while random ids are drawn; see `slide::LshConfig::warmup_random`).
+    #[serde(default)]
+    pub warmup_negatives: usize,
+    /// How many training steps `warmup_negatives` lasts.
+    #[serde(default)]
+    pub warmup_steps: u64,
     /// Ablation: take nothing from the tables and draw `budget` uniformly random ids in
     /// place of their picks: uniform negative sampling at the same budget, to measure what
     /// LSH adds. The layer then neither builds its tables nor hashes queries, so its time is
@@ -630,6 +638,14 @@ impl Config {
                 if lsh.uniform && lsh.budget.is_none() {
                     bail!("network.layers[{i}].lsh: uniform sampling needs budget");
                 }
+                if (lsh.warmup_negatives > 0) != (lsh.warmup_steps > 0) {
+                    bail!(
+                        "network.layers[{i}].lsh: warmup_negatives ({}) and warmup_steps ({}) \
+                         go together: both 0 or neither",
+                        lsh.warmup_negatives,
+                        lsh.warmup_steps
+                    );
+                }
                 match lsh.strategy {
                     StrategyName::TopK if lsh.budget.is_none() => {
                         bail!("network.layers[{i}].lsh: strategy top-k needs budget (k)")
@@ -731,6 +747,8 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                 shared_pool: lsh.shared_pool,
                 center_queries: lsh.center_queries,
                 exact_picks: lsh.exact_picks,
+                warmup_random: lsh.warmup_negatives,
+                warmup_steps: lsh.warmup_steps,
             }
         }),
         moments: layer.moments,
@@ -837,6 +855,43 @@ mod tests {
                 .ends_with("shared_pool (700000) must be at most the layer's 670091 neurons"),
             "{err:#}"
         );
+    }
+
+    /// The warm-up's random negatives reach the core's LSH config (the shipped 128 for 78
+    /// steps), on top of the uniform ablation's too; one without the other is refused when
+    /// the config is loaded.
+    #[test]
+    fn warm_up_negatives_reach_the_core() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
+        let warm = |overrides: &[String]| {
+            let lsh = load(&path, overrides).unwrap().network(135_909).layers[1].lsh;
+            let lsh = lsh.unwrap();
+            (
+                lsh.sampling.random_extra,
+                lsh.warmup_random,
+                lsh.warmup_steps,
+            )
+        };
+        assert_eq!(warm(&[]), (0, 128, 78));
+        assert_eq!(
+            warm(&["network.layers.1.lsh.uniform=true".into()]),
+            (1024, 128, 78)
+        );
+        for (bad, values) in [
+            (
+                "network.layers.1.lsh.warmup_negatives=0",
+                "(0) and warmup_steps (78)",
+            ),
+            (
+                "network.layers.1.lsh.warmup_steps=0",
+                "(128) and warmup_steps (0)",
+            ),
+        ] {
+            let err = load(&path, &[bad.into()]).unwrap_err();
+            let expected = format!("warmup_negatives {values} go together: both 0 or neither");
+            assert!(format!("{err:#}").ends_with(&expected), "{bad}: {err:#}");
+        }
     }
 
     #[test]

@@ -98,6 +98,8 @@ fn lsh(o: &Options) -> LshConfig {
         center_queries: false,
         shared_pool: 0,
         exact_picks: false,
+        warmup_random: 0,
+        warmup_steps: 0,
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p slide-benches --bin sampling -- --config CONFIG
-//!     [--engines slide,uniform,dense] [--epochs 3] [--eval-samples 2000]
+//!     [--engines slide,uniform,dense] [--epochs 3] [--eval-samples 2000] [--eval-every 0]
 //!     [--set section.key=value]... [--name NAME] [--out runs/sampling]
 //! cargo run --release -p slide-benches --bin sampling -- --merge A.csv,B.csv --name NAME
 //! ```
@@ -14,12 +14,16 @@
 //! ids, the ablation that shows what the tables add; no tables are built or queried, and
 //! `min_active` is set to 0 so that no fill comes on top) and `dense` (every output computed: the full-softmax model, with
 //! slide's own passes and the same Adam). Each runs `slide-train`'s loop on the config's data
-//! (`--set` overrides apply to all three), evaluating at every epoch's end. Writes
+//! (`--set` overrides apply to all three), evaluating at every epoch's end (and every
+//! `--eval-every` steps, for a finer curve against time). Writes
 //! `NAME.csv` (one row per engine and epoch: training seconds without evaluation, exact and
 //! LSH-mode P@1, P@3, P@5, the collapse detector, the share of the non-label active outputs
 //! that came from the tables, retrieval recall, training samples/s) and `NAME.png` (P@1
 //! against epochs and against training seconds) to `--out`, and keeps each run's metrics
-//! under `--out/NAME-ENGINE/`. `--merge` trains nothing: it joins the rows of earlier CSVs
+//! under `--out/NAME-ENGINE/`. It then prints, for each pair of engines, the training
+//! seconds each took to first reach the other's final P@1, and how the first engine stood
+//! against the second at equal training time (the second's P@1 interpolated linearly
+//! between its evaluations) at each of the first's evaluations. `--merge` trains nothing: it joins the rows of earlier CSVs
 //! (e.g. a dense run made separately) into `NAME.csv` and `NAME.png`.
 
 use std::io::Write;
@@ -72,6 +76,7 @@ fn parse() -> Result<Options, String> {
     };
     let mut epochs = String::from("3");
     let mut eval_samples = String::from("2000");
+    let mut eval_every = String::from("0");
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -81,6 +86,7 @@ fn parse() -> Result<Options, String> {
             "--engines" => o.engines = value()?.split(',').map(str::to_string).collect(),
             "--epochs" => epochs = value()?,
             "--eval-samples" => eval_samples = value()?,
+            "--eval-every" => eval_every = value()?,
             "--set" => o.overrides.push(value()?),
             "--name" => o.name = value()?,
             "--out" => o.out = PathBuf::from(value()?),
@@ -98,7 +104,7 @@ fn parse() -> Result<Options, String> {
     o.overrides.extend([
         format!("train.epochs={epochs}"),
         format!("train.eval_samples={eval_samples}"),
-        "train.eval_every=0".into(),
+        format!("train.eval_every={eval_every}"),
         "train.max_steps=0".into(),
         "train.eval_mode=\"exact\"".into(),
         "checkpoint.every=0".into(),
@@ -254,8 +260,14 @@ fn plot(path: &Path, title: &str, rows: &[Row], engines: &[String]) -> Result<()
     for engine in engines {
         let c = color(engine);
         let mine: Vec<&Row> = rows.iter().filter(|r| &r.engine == engine).collect();
+        // Evaluations within an epoch (`--eval-every`) at their fraction of it.
+        let last = mine.iter().max_by_key(|r| r.step);
+        let steps_per_epoch = last.map_or(1.0, |r| r.step as f64 / r.epoch.max(1) as f64);
         let epoch_points: Vec<(f64, f64)> = std::iter::once((0.0, 0.0))
-            .chain(mine.iter().map(|r| (r.epoch as f64, r.p_at_1)))
+            .chain(
+                mine.iter()
+                    .map(|r| (r.step as f64 / steps_per_epoch, r.p_at_1)),
+            )
             .collect();
         by_epoch
             .draw_series(LineSeries::new(epoch_points, c.stroke_width(2)))
@@ -356,7 +368,76 @@ fn run(o: &Options) -> Result<(), String> {
     let title = format!("{}: exact P@1 by epoch and by training time", o.name);
     plot(&png, &title, &rows, engines)?;
     println!("wrote {} and {}", csv_path.display(), png.display());
+    for (i, a) in engines.iter().enumerate() {
+        for b in &engines[i + 1..] {
+            println!("{}", compare(&rows, a, b));
+        }
+    }
     Ok(())
+}
+
+/// `engine`'s evaluations in training order.
+fn curve<'a>(rows: &'a [Row], engine: &str) -> Vec<&'a Row> {
+    let mut mine: Vec<&Row> = rows.iter().filter(|r| r.engine == engine).collect();
+    mine.sort_by(|x, y| x.train_seconds.total_cmp(&y.train_seconds));
+    mine
+}
+
+/// `curve`'s P@1 at `seconds`, linear between its evaluations (from 0 at 0 s); `None`
+/// past its last evaluation.
+fn p1_at(curve: &[&Row], seconds: f64) -> Option<f64> {
+    let mut before = (0.0, 0.0);
+    for r in curve {
+        if r.train_seconds >= seconds {
+            let span = r.train_seconds - before.0;
+            let w = if span > 0.0 {
+                (seconds - before.0) / span
+            } else {
+                1.0
+            };
+            return Some(before.1 + w * (r.p_at_1 - before.1));
+        }
+        before = (r.train_seconds, r.p_at_1);
+    }
+    None
+}
+
+/// The first training second at which `curve` reached `p1` (at an evaluation).
+fn time_to(curve: &[&Row], p1: f64) -> Option<f64> {
+    curve
+        .iter()
+        .find(|r| r.p_at_1 >= p1)
+        .map(|r| r.train_seconds)
+}
+
+/// Engines `a` and `b` against each other: time to each other's final P@1, and `a`'s margin
+/// over `b` at equal training time at each of `a`'s evaluations within `b`'s run.
+fn compare(rows: &[Row], a: &str, b: &str) -> String {
+    let (ca, cb) = (curve(rows, a), curve(rows, b));
+    let (Some(fa), Some(fb)) = (ca.last(), cb.last()) else {
+        return format!("{a} / {b}: no evaluations to compare");
+    };
+    let secs = |t: Option<f64>| t.map_or("never".to_string(), |t| format!("{t:.1} s"));
+    let margins: Vec<(f64, f64)> = ca
+        .iter()
+        .filter_map(|r| p1_at(&cb, r.train_seconds).map(|p| (r.train_seconds, r.p_at_1 - p)))
+        .collect();
+    let ahead = margins.iter().filter(|(_, m)| *m > 0.0).count();
+    let worst = margins.iter().copied().min_by(|x, y| x.1.total_cmp(&y.1));
+    let worst = worst.map_or(String::new(), |(t, m)| {
+        format!("; smallest margin {:+.2} points at {t:.1} s", 100.0 * m)
+    });
+    format!(
+        "{a} / {b}: to {b}'s final P@1 {:.4}: {} / {}; to {a}'s final {:.4}: {} / {}; \
+         {a} ahead at equal training time at {ahead} of {} evaluations{worst}",
+        fb.p_at_1,
+        secs(time_to(&ca, fb.p_at_1)),
+        secs(time_to(&cb, fb.p_at_1)),
+        fa.p_at_1,
+        secs(time_to(&ca, fa.p_at_1)),
+        secs(time_to(&cb, fa.p_at_1)),
+        margins.len(),
+    )
 }
 
 fn main() {

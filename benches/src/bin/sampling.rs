@@ -23,7 +23,9 @@
 //! under `--out/NAME-ENGINE/`. It then prints, for each pair of engines, the training
 //! seconds each took to first reach the other's final P@1, and how the first engine stood
 //! against the second at equal training time (the second's P@1 interpolated linearly
-//! between its evaluations) at each of the first's evaluations. `--merge` trains nothing: it joins the rows of earlier CSVs
+//! between its evaluations) at each of the first's evaluations: how often ahead, the mean
+//! margin, the smallest. Within an epoch P@1 moves by a point or two from one evaluation
+//! to the next, so the mean says more than the count. `--merge` trains nothing: it joins the rows of earlier CSVs
 //! (e.g. a dense run made separately) into `NAME.csv` and `NAME.png`.
 
 use std::io::Write;
@@ -229,9 +231,14 @@ fn plot(path: &Path, title: &str, rows: &[Row], engines: &[String]) -> Result<()
     let (t0, t1) = rows.iter().fold((f64::MAX, 1.0f64), |(a, b), r| {
         (a.min(r.train_seconds), b.max(r.train_seconds))
     });
-    // Whole decades, so the log axis has labelled ticks.
-    let lo = 10f64.powf(t0.max(0.1).log10().floor());
-    let hi = 10f64.powf(t1.log10().ceil()).max(lo * 10.0);
+    // Engines whose times differ by orders of magnitude (dense against sampled) on a log
+    // axis, whole decades so that it has labelled ticks; otherwise a linear one.
+    let finals: Vec<f64> = engines
+        .iter()
+        .filter_map(|e| curve(rows, e).last().map(|r| r.train_seconds))
+        .collect();
+    let spread = finals.iter().copied().fold(0.0, f64::max)
+        / finals.iter().copied().fold(f64::MAX, f64::min).max(1e-9);
     let mut by_epoch = ChartBuilder::on(&left)
         .margin(16)
         .x_label_area_size(44)
@@ -241,19 +248,6 @@ fn plot(path: &Path, title: &str, rows: &[Row], engines: &[String]) -> Result<()
     by_epoch
         .configure_mesh()
         .x_desc("epoch")
-        .y_desc("exact test P@1")
-        .draw()
-        .map_err(|e| draw(&e))?;
-    let mut by_time = ChartBuilder::on(&right)
-        .margin(16)
-        .x_label_area_size(44)
-        .y_label_area_size(56)
-        .build_cartesian_2d((lo..hi).log_scale(), 0.0..top)
-        .map_err(|e| draw(&e))?;
-    by_time
-        .configure_mesh()
-        .x_desc("training seconds (evaluation excluded), 2 threads")
-        .x_label_formatter(&|x| format!("{x:.0}"))
         .y_desc("exact test P@1")
         .draw()
         .map_err(|e| draw(&e))?;
@@ -274,14 +268,27 @@ fn plot(path: &Path, title: &str, rows: &[Row], engines: &[String]) -> Result<()
             .map_err(|e| draw(&e))?
             .label(engine.as_str())
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
-        let time_points: Vec<(f64, f64)> =
-            mine.iter().map(|r| (r.train_seconds, r.p_at_1)).collect();
-        by_time
-            .draw_series(LineSeries::new(time_points.clone(), c.stroke_width(2)))
-            .map_err(|e| draw(&e))?;
-        by_time
-            .draw_series(time_points.iter().map(|&p| Circle::new(p, 4, c.filled())))
-            .map_err(|e| draw(&e))?;
+    }
+    let curves: Vec<(RGBColor, Vec<(f64, f64)>)> = engines
+        .iter()
+        .map(|e| {
+            let points = curve(rows, e)
+                .iter()
+                .map(|r| (r.train_seconds, r.p_at_1))
+                .collect();
+            (color(e), points)
+        })
+        .collect();
+    let mut right = ChartBuilder::on(&right);
+    right.margin(16).x_label_area_size(44).y_label_area_size(56);
+    if spread > 5.0 {
+        let lo = 10f64.powf(t0.max(0.1).log10().floor());
+        let hi = 10f64.powf(t1.log10().ceil()).max(lo * 10.0);
+        let chart = right.build_cartesian_2d((lo..hi).log_scale(), 0.0..top);
+        time_panel(chart.map_err(|e| draw(&e))?, &curves).map_err(|e| draw(&e))?;
+    } else {
+        let chart = right.build_cartesian_2d(0.0..t1 * 1.05, 0.0..top);
+        time_panel(chart.map_err(|e| draw(&e))?, &curves).map_err(|e| draw(&e))?;
     }
     by_epoch
         .configure_series_labels()
@@ -291,6 +298,31 @@ fn plot(path: &Path, title: &str, rows: &[Row], engines: &[String]) -> Result<()
         .draw()
         .map_err(|e| draw(&e))?;
     root.present().map_err(|e| draw(&e))
+}
+
+/// The right-hand panel: P@1 against training seconds, one line with dots per engine.
+fn time_panel<'a, X>(
+    mut chart: ChartContext<
+        'a,
+        BitMapBackend<'a>,
+        Cartesian2d<X, plotters::coord::types::RangedCoordf64>,
+    >,
+    curves: &[(RGBColor, Vec<(f64, f64)>)],
+) -> Result<(), Box<dyn std::error::Error + 'a>>
+where
+    X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc("training seconds (evaluation excluded), 2 threads")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_desc("exact test P@1")
+        .draw()?;
+    for (c, points) in curves {
+        chart.draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))?;
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+    }
+    Ok(())
 }
 
 /// The rows of a CSV written by [`csv`].
@@ -423,13 +455,15 @@ fn compare(rows: &[Row], a: &str, b: &str) -> String {
         .filter_map(|r| p1_at(&cb, r.train_seconds).map(|p| (r.train_seconds, r.p_at_1 - p)))
         .collect();
     let ahead = margins.iter().filter(|(_, m)| *m > 0.0).count();
+    let mean = margins.iter().map(|(_, m)| m).sum::<f64>() / margins.len().max(1) as f64;
     let worst = margins.iter().copied().min_by(|x, y| x.1.total_cmp(&y.1));
     let worst = worst.map_or(String::new(), |(t, m)| {
         format!("; smallest margin {:+.2} points at {t:.1} s", 100.0 * m)
     });
     format!(
         "{a} / {b}: to {b}'s final P@1 {:.4}: {} / {}; to {a}'s final {:.4}: {} / {}; \
-         {a} ahead at equal training time at {ahead} of {} evaluations{worst}",
+         {a} ahead at equal training time at {ahead} of {} evaluations, by {:+.2} points on \
+         average{worst}",
         fb.p_at_1,
         secs(time_to(&ca, fb.p_at_1)),
         secs(time_to(&cb, fb.p_at_1)),
@@ -437,6 +471,7 @@ fn compare(rows: &[Row], a: &str, b: &str) -> String {
         secs(time_to(&ca, fa.p_at_1)),
         secs(time_to(&cb, fa.p_at_1)),
         margins.len(),
+        100.0 * mean,
     )
 }
 

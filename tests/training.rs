@@ -461,16 +461,23 @@ fn evaluation_runs_exact_or_sampled() {
     eprintln!("exact {exact:?}\nlsh {fast:?}");
 }
 
+/// A softmax output layer of `out_dim` that takes nothing from its tables (a budget of 0):
+/// its active set is the forced ids and random ones up to `min_active`.
+fn tableless_output(out_dim: usize, min_active: usize) -> slide::LayerConfig {
+    let mut output = sampled(out_dim, Activation::Softmax, 0);
+    output.lsh = output.lsh.map(|l| slide::LshConfig {
+        sampling: l.sampling.with_budget(0).with_min_active(min_active),
+        ..l
+    });
+    output
+}
+
 /// An LSH-mode evaluation whose output layer retrieves nothing (no labels forced, a budget
 /// of 0, no fill) predicts nothing for that sample instead of failing: P@1 0, no top-1.
 #[test]
 fn evaluation_with_an_empty_active_set_predicts_nothing() {
     let data = sparse_data(16, 100, 30, 4);
-    let mut output = sampled(30, Activation::Softmax, 0);
-    output.lsh = output.lsh.map(|l| slide::LshConfig {
-        sampling: l.sampling.with_budget(0).with_min_active(0),
-        ..l
-    });
+    let output = tableless_output(30, 0);
     let net = network(100, vec![input_major(8, Activation::Relu), output], 1e-2, 3);
     let all: Vec<usize> = (0..16).collect();
     let stats = net
@@ -491,11 +498,7 @@ fn evaluation_with_an_empty_active_set_predicts_nothing() {
 #[test]
 fn uniform_sampling_builds_no_tables() {
     let data = sparse_data(64, 100, 30, 5);
-    let mut output = sampled(30, Activation::Softmax, 0);
-    output.lsh = output.lsh.map(|l| slide::LshConfig {
-        sampling: l.sampling.with_budget(0).with_min_active(10),
-        ..l
-    });
+    let output = tableless_output(30, 10);
     let mut net = network(
         100,
         vec![input_major(16, Activation::Relu), output],

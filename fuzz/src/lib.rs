@@ -48,7 +48,7 @@ seed = 7
 pub fn tiny_network() -> NetworkConfig {
     config::parse(TINY_CONFIG, Path::new("tiny.toml"), &[])
         .expect("the tiny config is valid")
-        .network(20)
+        .network(20, 100)
 }
 
 /// Reads `data` as an XMC file; when it parses, touches every sample.
@@ -101,7 +101,7 @@ pub fn check_config(data: &[u8]) {
     };
     match config::parse(text, Path::new("fuzz.toml"), &[]) {
         Ok(config) => {
-            let _ = config.network(1000);
+            let _ = config.network(1000, 1000);
         }
         Err(e) => names_the_place(&format!("{e:#}"), "fuzz.toml"),
     }

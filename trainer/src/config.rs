@@ -240,13 +240,19 @@ pub struct LshSection {
     #[serde(default)]
     pub uniform_negatives: usize,
     /// A warm-up: this many further uniformly random outputs join each training sample's
-    /// active set in the first `warmup_steps` steps (with `log_q` the tables' picks count
-    /// as themselves while random ids are drawn; see `slide::LshConfig::warmup_random`).
+    /// active set in the first `warmup_steps` steps, or the first `warmup_epochs` epochs
+    /// (with `log_q` the tables' picks count as themselves while random ids are drawn; see
+    /// `slide::LshConfig::warmup_random`).
     #[serde(default)]
     pub warmup_negatives: usize,
     /// How many training steps `warmup_negatives` lasts.
     #[serde(default)]
     pub warmup_steps: u64,
+    /// How long `warmup_negatives` lasts, in epochs of the training set (converted to steps,
+    /// rounded down, once the data is loaded: see [`Config::network_for`]); instead of
+    /// `warmup_steps`.
+    #[serde(default)]
+    pub warmup_epochs: f64,
     /// Ablation: take nothing from the tables and draw `budget` uniformly random ids in
     /// place of their picks: uniform negative sampling at the same budget, to measure what
     /// LSH adds. The layer then neither builds its tables nor hashes queries, so its time is
@@ -638,12 +644,24 @@ impl Config {
                 if lsh.uniform && lsh.budget.is_none() {
                     bail!("network.layers[{i}].lsh: uniform sampling needs budget");
                 }
-                if (lsh.warmup_negatives > 0) != (lsh.warmup_steps > 0) {
+                if !(lsh.warmup_epochs.is_finite() && lsh.warmup_epochs >= 0.0) {
                     bail!(
-                        "network.layers[{i}].lsh: warmup_negatives ({}) and warmup_steps ({}) \
-                         go together: both 0 or neither",
+                        "network.layers[{i}].lsh: warmup_epochs must be a number of epochs, \
+                         at least 0, got {}",
+                        lsh.warmup_epochs
+                    );
+                }
+                if lsh.warmup_steps > 0 && lsh.warmup_epochs > 0.0 {
+                    bail!("network.layers[{i}].lsh: give warmup_steps or warmup_epochs, not both");
+                }
+                let lasts = lsh.warmup_steps > 0 || lsh.warmup_epochs > 0.0;
+                if (lsh.warmup_negatives > 0) != lasts {
+                    bail!(
+                        "network.layers[{i}].lsh: warmup_negatives ({}) and its length \
+                         (warmup_steps {}, warmup_epochs {}) go together: both 0 or neither",
                         lsh.warmup_negatives,
-                        lsh.warmup_steps
+                        lsh.warmup_steps,
+                        lsh.warmup_epochs
                     );
                 }
                 match lsh.strategy {
@@ -655,7 +673,8 @@ impl Config {
                     }
                     _ => {}
                 }
-                if let Some(core) = layer_config(layer).lsh {
+                // (A warm-up in epochs is at least a step whatever the data's size.)
+                if let Some(core) = layer_config(layer, 1.0).lsh {
                     core.validate(layer.size)
                         .with_context(|| format!("network.layers[{i}].lsh"))?;
                 }
@@ -664,13 +683,21 @@ impl Config {
         Ok(())
     }
 
-    /// The core network config for `input_dim` inputs (the last layer's size must be the
-    /// number of labels; the core validates the rest).
-    pub fn network(&self, input_dim: usize) -> NetworkConfig {
+    /// The core network config for `input_dim` inputs and a training set of
+    /// `train_samples` (which turns a warm-up given in epochs into steps: `warmup_epochs`
+    /// times the steps of an epoch, rounded down, at least 1). The last layer's size must be
+    /// the number of labels; the core validates the rest.
+    pub fn network(&self, input_dim: usize, train_samples: usize) -> NetworkConfig {
         let t = &self.train;
+        let steps_per_epoch = train_samples.div_ceil(t.batch_size.max(1)) as f64;
         NetworkConfig {
             input_dim,
-            layers: self.network.layers.iter().map(layer_config).collect(),
+            layers: self
+                .network
+                .layers
+                .iter()
+                .map(|layer| layer_config(layer, steps_per_epoch))
+                .collect(),
             adam: AdamConfig {
                 lr: t.lr,
                 beta1: t.beta1,
@@ -699,7 +726,8 @@ fn resolved(lsh: &LshSection, width: usize) -> (LshParams, usize) {
         .expect("Config::validate resolved every layer")
 }
 
-fn layer_config(layer: &LayerSection) -> LayerConfig {
+/// `layer` as the core's config, a warm-up in epochs taken as that many of `steps_per_epoch`.
+fn layer_config(layer: &LayerSection, steps_per_epoch: f64) -> LayerConfig {
     LayerConfig {
         out_dim: layer.size,
         activation: layer.activation,
@@ -748,7 +776,11 @@ fn layer_config(layer: &LayerSection) -> LayerConfig {
                 center_queries: lsh.center_queries,
                 exact_picks: lsh.exact_picks,
                 warmup_random: lsh.warmup_negatives,
-                warmup_steps: lsh.warmup_steps,
+                warmup_steps: if lsh.warmup_epochs > 0.0 {
+                    ((lsh.warmup_epochs * steps_per_epoch) as u64).max(1)
+                } else {
+                    lsh.warmup_steps
+                },
             }
         }),
         moments: layer.moments,
@@ -772,7 +804,7 @@ mod tests {
                 assert!(!config.network.layers.is_empty());
                 // The resolved core config goes through serde (the core's `serde` feature)
                 // and back unchanged.
-                let network = config.network(1000);
+                let network = config.network(1000, 1000);
                 let text = serde_json::to_string(&network).unwrap();
                 let back: NetworkConfig = serde_json::from_str(&text).unwrap();
                 assert_eq!(back, network, "{}", path.display());
@@ -809,7 +841,7 @@ mod tests {
 
         // The moments' precision reaches the core's layer config; other values are refused.
         let bf16 = load(&path, &["network.layers.1.moments=\"bf16\"".into()]).unwrap();
-        let layers = bf16.network(784).layers;
+        let layers = bf16.network(784, 1000).layers;
         assert_eq!(layers[0].moments, Precision::F32);
         assert_eq!(layers[1].moments, Precision::Bf16);
         let err = load(&path, &["network.layers.1.moments=\"f16\"".into()])
@@ -822,7 +854,7 @@ mod tests {
             "network.layers.1.moments=\"bf16\"".into(),
             "network.layers.1.weights=\"bf16\"".into(),
         ];
-        let layers = load(&path, &both).unwrap().network(784).layers;
+        let layers = load(&path, &both).unwrap().network(784, 1000).layers;
         assert_eq!(
             (layers[0].weights, layers[1].weights),
             (Precision::F32, Precision::Bf16)
@@ -841,7 +873,7 @@ mod tests {
     fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
         let path =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
-        let shipped = load(&path, &[]).unwrap().network(135_909);
+        let shipped = load(&path, &[]).unwrap().network(135_909, 20_000);
         let lsh = shipped.layers[1].lsh.unwrap();
         assert_eq!((lsh.shared_shift, lsh.shared_pool), (0.5, 2048));
         let err = load(&path, &["network.layers.1.lsh.shared_shift=1.5".into()]).unwrap_err();
@@ -857,15 +889,20 @@ mod tests {
         );
     }
 
-    /// The warm-up's random negatives reach the core's LSH config (the shipped 128 for 78
-    /// steps), on top of the uniform ablation's too; one without the other is refused when
-    /// the config is loaded.
+    /// The warm-up's random negatives reach the core's LSH config (the shipped 128 for half
+    /// an epoch: 78 of the 157 steps of 20,000 samples, 391 of 782 for 100,000, at least 1),
+    /// on top of the uniform ablation's too; a length in steps or in epochs, not both; one
+    /// without the other, or a negative length, is refused when the config is loaded.
     #[test]
     fn warm_up_negatives_reach_the_core() {
         let path =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
-        let warm = |overrides: &[String]| {
-            let lsh = load(&path, overrides).unwrap().network(135_909).layers[1].lsh;
+        let warm = |overrides: &[String], samples: usize| {
+            let lsh = load(&path, overrides)
+                .unwrap()
+                .network(135_909, samples)
+                .layers[1]
+                .lsh;
             let lsh = lsh.unwrap();
             (
                 lsh.sampling.random_extra,
@@ -873,24 +910,43 @@ mod tests {
                 lsh.warmup_steps,
             )
         };
-        assert_eq!(warm(&[]), (0, 128, 78));
-        assert_eq!(
-            warm(&["network.layers.1.lsh.uniform=true".into()]),
-            (1024, 128, 78)
-        );
-        for (bad, values) in [
+        assert_eq!(warm(&[], 20_000), (0, 128, 78));
+        assert_eq!(warm(&[], 100_000), (0, 128, 391));
+        assert_eq!(warm(&[], 10), (0, 128, 1));
+        let uniform = ["network.layers.1.lsh.uniform=true".into()];
+        assert_eq!(warm(&uniform, 20_000), (1024, 128, 78));
+        let in_steps = [
+            "network.layers.1.lsh.warmup_epochs=0".into(),
+            "network.layers.1.lsh.warmup_steps=100".into(),
+        ];
+        assert_eq!(warm(&in_steps, 20_000), (0, 128, 100));
+        let layer = "network.layers[1].lsh: ";
+        for (bad, expected) in [
             (
-                "network.layers.1.lsh.warmup_negatives=0",
-                "(0) and warmup_steps (78)",
+                vec!["network.layers.1.lsh.warmup_negatives=0"],
+                "warmup_negatives (0) and its length (warmup_steps 0, warmup_epochs 0.5) go \
+                 together: both 0 or neither",
             ),
             (
-                "network.layers.1.lsh.warmup_steps=0",
-                "(128) and warmup_steps (0)",
+                vec!["network.layers.1.lsh.warmup_epochs=0"],
+                "warmup_negatives (128) and its length (warmup_steps 0, warmup_epochs 0) go \
+                 together: both 0 or neither",
+            ),
+            (
+                vec!["network.layers.1.lsh.warmup_steps=100"],
+                "give warmup_steps or warmup_epochs, not both",
+            ),
+            (
+                vec!["network.layers.1.lsh.warmup_epochs=-1.0"],
+                "warmup_epochs must be a number of epochs, at least 0, got -1",
             ),
         ] {
-            let err = load(&path, &[bad.into()]).unwrap_err();
-            let expected = format!("warmup_negatives {values} go together: both 0 or neither");
-            assert!(format!("{err:#}").ends_with(&expected), "{bad}: {err:#}");
+            let overrides: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+            let err = format!("{:#}", load(&path, &overrides).unwrap_err());
+            assert!(
+                err.ends_with(&format!("{layer}{expected}")),
+                "{bad:?}: {err}"
+            );
         }
     }
 

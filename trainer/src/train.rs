@@ -245,7 +245,7 @@ fn prepare(config: &Config, restoring: bool) -> Result<Prepared, Failure> {
             "the last layer has {last} neurons but the data has {labels} labels"
         )));
     }
-    let network_config = config.network(features);
+    let network_config = config.network(features, loaded.train.examples().len());
     let data_bytes = loaded.train.memory_bytes() + loaded.test.memory_bytes();
     let (model, peak) = estimate_bytes(&network_config, data_bytes);
     let limit = config.train.memory_limit_mb * 1_000_000;

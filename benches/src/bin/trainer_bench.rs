@@ -184,7 +184,7 @@ fn run() -> Result<(), String> {
     let file_bytes = std::fs::metadata(&newest).map_err(|e| e.to_string())?.len();
     // The trained network again, its checkpoint written and a plain file of the same size
     // written and synced in turns, four times each, into the same folder.
-    let network = cfg.network(features);
+    let network = cfg.network(features, train_samples as usize);
     let identity = checkpoint::Identity::of(&network, cfg.train.batch_size);
     let mut net = slide::Network::with_empty_tables(network).map_err(|e| e.to_string())?;
     checkpoint::load(&newest, &mut net, &identity, checkpoint::Require::Network)

@@ -244,10 +244,7 @@ impl SparseLayer {
             layer.lsh = Some(LshState {
                 family,
                 tables,
-                // A new layer stands at step 0, in the warm-up if there is one.
-                sampling: lsh
-                    .sampling
-                    .with_random_extra(lsh.sampling.random_extra + lsh.warmup_random),
+                sampling: lsh.sampling,
                 log_q: lsh.log_q,
                 shared_negatives: lsh.shared_negatives,
                 shared_shift: lsh.shared_shift,
@@ -266,6 +263,8 @@ impl SparseLayer {
                 stats,
             });
         }
+        // A new layer stands at step 0, in the warm-up if there is one.
+        layer.set_steps_taken(0);
         Ok(layer)
     }
 

@@ -249,7 +249,7 @@ pub struct LshSection {
     #[serde(default)]
     pub warmup_steps: u64,
     /// How long `warmup_negatives` lasts, in epochs of the training set (converted to steps,
-    /// rounded down, once the data is loaded: see [`Config::network_for`]); instead of
+    /// rounded down, once the data is loaded: see [`Config::network`]); instead of
     /// `warmup_steps`.
     #[serde(default)]
     pub warmup_epochs: f64,

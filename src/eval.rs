@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use crate::data::Examples;
 use crate::error::Result;
-use crate::kernels::scores_gemm;
+use crate::kernels::kernels;
 use crate::layer::{Mode, WeightLayout, ranks_before};
 use crate::network::Network;
 use crate::stats::{EvalStats, Recall};
@@ -210,7 +210,7 @@ impl Network {
                         crate::kernels::pack_rows_bf16(w, rows, stride, dim, &mut packed);
                         crate::kernels::scores_bf16(&x_bf16, n, pairs, &packed, rows, &mut scores);
                     } else {
-                        scores_gemm(&x, n, dim, w, rows, stride, &mut scores);
+                        (kernels().scores)(&x, n, dim, w, rows, stride, &mut scores);
                     }
                     let bias = &layer.biases()[first..first + rows];
                     for (best, z) in best.iter_mut().zip(scores.chunks_exact_mut(rows)) {

@@ -2,18 +2,24 @@
 //! in [`bf16`]).
 //!
 //! Three implementations of each: [`scalar`] (the reference, plain loops), [`portable`]
-//! (`wide::f32x8`, which the workspace's `x86-64-v3` baseline compiles to AVX2 + FMA) and,
-//! on x86-64, AVX-512 intrinsics chosen at run time when the CPU has `avx512f`. [`kernels`]
-//! picks the table once, at first use; `SLIDE_KERNELS=scalar|portable|avx512` overrides the
-//! choice (an unavailable choice falls back to the best available). Every variant is
-//! property-tested against the scalar reference.
+//! (`wide`'s 8-lane vectors, which the workspace's `x86-64-v3` baseline compiles to AVX2 +
+//! FMA and aarch64 to NEON) and, on x86-64, AVX-512 intrinsics chosen at run time when the
+//! CPU has `avx512f`. [`kernels`] picks the table once, at first use;
+//! `SLIDE_KERNELS=scalar|portable|avx512` overrides the choice (an unavailable choice falls
+//! back to the best available). Every variant is property-tested against the scalar
+//! reference.
 //!
-//! Variants add in different orders, so results agree to rounding, not bit for bit; a run
-//! uses one table throughout, so training stays deterministic for any thread count.
+//! Dot products and axpy add in different orders in different sets, so their results agree
+//! to rounding, not bit for bit (the tests bound the gap by the rounding error of two
+//! summation orders); within a set, a BF16 row sums in its f32 twin's order, so it computes
+//! exactly as its widened f32 row. The Adam updates (f32 and BF16 moments) are the same bits
+//! in every set. A run uses one table throughout, so training stays deterministic for any
+//! thread count.
 
 pub mod bf16;
 pub mod portable;
 pub mod scalar;
+pub mod scores;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64;
 
@@ -72,6 +78,9 @@ pub struct Kernels {
     pub dot_bf16: fn(&[u16], &[f32]) -> f32,
     /// [`bf16::axpy`]: `y[i] += alpha * w[i]` for a BF16 row `w`.
     pub axpy_bf16: fn(f32, &[u16], &mut [f32]),
+    /// The scores of a block of rows for a block of samples, as one matrix product (exact
+    /// evaluation; see [`scores`]).
+    pub scores: scores::ScoresFn,
 }
 
 impl Kernels {
@@ -111,17 +120,19 @@ pub const SCALAR: Kernels = Kernels {
     adam_bf16: bf16::adam,
     dot_bf16: bf16::dot,
     axpy_bf16: bf16::axpy,
+    scores: scores::reference,
 };
 
-/// The `wide::f32x8` kernels.
+/// The `wide` kernels (AVX2 + FMA on x86-64, NEON on aarch64).
 pub const PORTABLE: Kernels = Kernels {
     name: "portable",
     dot: portable::dot,
     axpy: portable::axpy,
     adam: portable::adam,
-    adam_bf16: bf16::adam,
-    dot_bf16: bf16::dot,
-    axpy_bf16: bf16::axpy,
+    adam_bf16: portable::adam_bf16,
+    dot_bf16: portable::dot_bf16,
+    axpy_bf16: portable::axpy_bf16,
+    scores: scores::portable,
 };
 
 /// The AVX-512 kernels, if this CPU has AVX-512F.
@@ -156,11 +167,39 @@ pub fn kernels() -> &'static Kernels {
     })
 }
 
-/// Whether this CPU scores with BF16 products ([`scores_bf16`]; AVX512-BF16, x86-64 only).
+/// The SIMD features of this CPU that the kernels use (`avx2`, `fma`, `avx512f`,
+/// `avx512bf16` on x86-64; `neon` on aarch64), detected at run time, for logs and
+/// benchmark records beside [`Kernels::name`].
+pub fn cpu_features() -> Vec<&'static str> {
+    let mut found = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        let flags = [
+            ("avx2", has!("avx2")),
+            ("fma", has!("fma")),
+            ("avx512f", has!("avx512f")),
+            ("avx512bf16", has!("avx512bf16")),
+        ];
+        found.extend(flags.iter().filter(|(_, on)| *on).map(|(name, _)| *name));
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        if std::arch::is_aarch64_feature_detected!("neon") {
+            found.push("neon");
+        }
+    }
+    found
+}
+
+/// Whether exact evaluation can score with BF16 products ([`scores_bf16`]): the `avx512`
+/// set in use on a CPU with AVX512-BF16 (x86-64 only). With `SLIDE_KERNELS=portable` or
+/// `scalar` it is false, so such a run uses no AVX-512 instruction and measures what a CPU
+/// without AVX-512 would run.
 pub fn has_bf16_dot() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        x86_64::has_bf16_dot()
+        kernels().name == x86_64::AVX512.name && x86_64::has_bf16_dot()
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
@@ -303,54 +342,6 @@ fn sparse_dot_by(w: impl Fn(usize) -> f32, indices: &[u32], values: &[f32]) -> f
         acc[k] += w(i as usize) * v;
     }
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
-}
-
-/// `out[s * rows + j] = sum_k x[s * dim + k] * w[j * row_stride + k]` for `n` samples of
-/// `dim` values (`x`, row-major) and `rows` weight rows of `dim` values `row_stride` apart
-/// (`w`): the scores of a block of neurons for a block of samples, as one matrix product
-/// (matrixmultiply's packed, blocked sgemm, with its AVX-512 or AVX2+FMA kernel chosen at
-/// run time). Panics if a slice is too short for the sizes given.
-pub fn scores_gemm(
-    x: &[f32],
-    n: usize,
-    dim: usize,
-    w: &[f32],
-    rows: usize,
-    row_stride: usize,
-    out: &mut [f32],
-) {
-    if n == 0 || rows == 0 {
-        return;
-    }
-    assert!(row_stride >= dim, "rows overlap");
-    assert!(x.len() >= n * dim, "x holds fewer than n rows of dim");
-    assert!(
-        w.len() >= (rows - 1) * row_stride + dim,
-        "w holds fewer than rows rows"
-    );
-    assert!(out.len() >= n * rows, "out holds fewer than n rows of rows");
-    // SAFETY: the asserts above keep every element the product reads (`x[s * dim + k]`,
-    // `w[j * row_stride + k]` for s < n, j < rows, k < dim) and writes (`out[s * rows + j]`)
-    // inside its slice; `out` is exclusively borrowed, so it aliases neither input; with
-    // beta = 0 its old contents are never read.
-    unsafe {
-        matrixmultiply::sgemm(
-            n,
-            dim,
-            rows,
-            1.0,
-            x.as_ptr(),
-            dim as isize,
-            1,
-            w.as_ptr(),
-            1,
-            row_stride as isize,
-            0.0,
-            out.as_mut_ptr(),
-            rows as isize,
-            1,
-        );
-    }
 }
 
 #[cfg(test)]

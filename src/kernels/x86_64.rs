@@ -21,6 +21,7 @@ pub(super) const AVX512: Kernels = Kernels {
     adam_bf16,
     dot_bf16,
     axpy_bf16,
+    scores: super::scores::gemm,
 };
 
 /// Lanes `0..n` set, for the masked tail of a loop (`n < 16`).

@@ -270,6 +270,11 @@ fn prepare(config: &Config, restoring: bool) -> Result<Prepared, Failure> {
         )));
     }
     println!(
+        "kernels: {} (CPU: {}; SLIDE_KERNELS=scalar|portable|avx512 overrides)",
+        slide::kernels::kernels().name,
+        slide::kernels::cpu_features().join(" ")
+    );
+    println!(
         "data: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB, the run at most {:.0} MB",
         loaded.train.examples().len(),
         loaded.test.examples().len(),

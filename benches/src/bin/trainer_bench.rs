@@ -4,7 +4,9 @@
 //! checkpoint. Appends one CSV row: training samples/s (evaluation excluded, rebuilds and
 //! checkpoints included), P@1 exact and LSH-mode, evaluation samples/s, phase shares, the
 //! steps' resident memory and the run's peak, and each checkpoint's seconds beside writing
-//! and fsyncing a file of the same size in the same folder.
+//! and fsyncing a file of the same size in the same folder, and the kernel set and CPU
+//! features it ran with (`SLIDE_KERNELS=portable` measures the portable set on an AVX-512
+//! machine).
 //!
 //! ```text
 //! cargo run --release -p slide-benches --bin trainer_bench -- \
@@ -116,6 +118,33 @@ fn disk_write_seconds(dir: &Path, bytes: u64) -> std::io::Result<f64> {
     drop(file);
     std::fs::remove_file(&path)?;
     Ok(seconds)
+}
+
+/// Brings a CSV written with fewer columns up to `header`: a new header line, and each older
+/// row padded with empty fields (columns are only ever appended). Nothing to do for a
+/// missing file or one whose header is `header`.
+fn pad_to_header(csv: &Path, header: &str) -> std::io::Result<()> {
+    let Ok(text) = std::fs::read_to_string(csv) else {
+        return Ok(());
+    };
+    let mut lines = text.lines();
+    let old = lines.next().unwrap_or("");
+    if old == header {
+        return Ok(());
+    }
+    if !header.starts_with(old) {
+        return Err(std::io::Error::other(format!(
+            "its header is not a prefix of this benchmark's: {old}"
+        )));
+    }
+    let missing = header.split(',').count() - old.split(',').count();
+    let mut padded = format!("{header}\n");
+    for line in lines {
+        padded.push_str(line);
+        padded.push_str(&",".repeat(missing));
+        padded.push('\n');
+    }
+    std::fs::write(csv, padded)
 }
 
 fn main() {
@@ -234,12 +263,12 @@ fn run() -> Result<(), String> {
         ",".to_string()
     };
 
-    let header = "cpu,label,labels,train_samples,epochs,threads,train_samples_per_s,p_at_1_exact,p_at_1_lsh,eval_exact_samples_per_s,eval_lsh_samples_per_s,hashing_share,forward_share,backward_share,update_share,rebuild_share,steps_rss_mib,peak_rss_mib,checkpoints,checkpoint_s,file_mb,checkpoint_alone_s,disk_write_s,steps_samples_per_s,p_at_1_exact_bf16,eval_exact_bf16_samples_per_s";
+    let header = "cpu,label,labels,train_samples,epochs,threads,train_samples_per_s,p_at_1_exact,p_at_1_lsh,eval_exact_samples_per_s,eval_lsh_samples_per_s,hashing_share,forward_share,backward_share,update_share,rebuild_share,steps_rss_mib,peak_rss_mib,checkpoints,checkpoint_s,file_mb,checkpoint_alone_s,disk_write_s,steps_samples_per_s,p_at_1_exact_bf16,eval_exact_bf16_samples_per_s,kernels,cpu_features";
     // The issue's "training alone": the steps and rebuilds, without the checkpoints' time.
     let steps_per_s = (train_samples * o.epochs as u64) as f64
         / (f(last, "train_seconds") - f(last, "checkpoint_seconds")).max(1e-9);
     let row = format!(
-        "\"{}\",{},{},{},{},{},{:.0},{:.4},{:.4},{:.0},{:.0},{},{:.0},{:.0},{},{:.2},{:.0},{:.2},{:.2},{:.0},{}",
+        "\"{}\",{},{},{},{},{},{:.0},{:.4},{:.4},{:.0},{:.0},{},{:.0},{:.0},{},{:.2},{:.0},{:.2},{:.2},{:.0},{},{},{}",
         cpu_name(),
         o.label,
         cfg.network.layers.last().map_or(0, |l| l.size),
@@ -265,10 +294,13 @@ fn run() -> Result<(), String> {
         disk_s,
         steps_per_s,
         bf16_eval,
+        slide::kernels::kernels().name,
+        slide::kernels::cpu_features().join(" "),
     );
     if let Some(parent) = o.csv.parent() {
         std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
     }
+    pad_to_header(&o.csv, header).map_err(|e| format!("{}: {e}", o.csv.display()))?;
     let fresh = !o.csv.exists();
     let mut csv = std::fs::OpenOptions::new()
         .create(true)
@@ -280,6 +312,11 @@ fn run() -> Result<(), String> {
     }
     writeln!(csv, "{row}").map_err(|e| e.to_string())?;
     println!("{header}\n{row}");
+    println!(
+        "kernels {} (CPU: {})",
+        slide::kernels::kernels().name,
+        slide::kernels::cpu_features().join(" ")
+    );
     println!(
         "training {:.0} samples/s, {steps_per_s:.0} without the checkpoints (P@1 exact {:.4}, LSH-mode {:.4}); exact evaluation {:.0} samples/s (BF16: P@1 and samples/s {bf16_eval}); peak RSS {peak_mib:.0} MiB against the steps' {steps_mib:.0} MiB ({:+.1}%); a checkpoint {checkpoint_each:.2} s in the run, {save_s:.2} s alone against {disk_s:.2} s to write and fsync {:.0} MB ({:.2}x); row appended to {}",
         f(last, "train_samples_per_second"),

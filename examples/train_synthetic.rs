@@ -1,5 +1,6 @@
 //! Trains a SLIDE network on a generated extreme-classification problem and reports the
-//! held-out precision@1 as it learns: the README's main job until `slide-train` exists.
+//! held-out precision@1 as it learns: the library alone, without `slide-train` (README, "The
+//! library").
 //!
 //! ```text
 //! cargo run --release --example train_synthetic -- [--labels 20000] [--epochs 5] [--threads N]

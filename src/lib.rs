@@ -17,8 +17,8 @@
 //! Two Gaussian blobs in 4 dimensions, a hidden layer sampled by LSH:
 //!
 //! ```
-//! use slide::{Init,
-//!     Activation, AdamConfig, DenseExamples, LayerConfig, LshConfig, Mode, Network,
+//! use slide::{
+//!     Activation, AdamConfig, DenseExamples, Init, LayerConfig, LshConfig, Mode, Network,
 //!     NetworkConfig, RebuildSchedule, WeightLayout, Workspace,
 //! };
 //! use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling};

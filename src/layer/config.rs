@@ -147,7 +147,8 @@ pub struct LshConfig {
     /// they are pushed as hard as the picks, and the model learns half as much. Between
     /// (0.25 at the Amazon-670K shape; 0.5 with a [`shared_pool`](Self::shared_pool), whose
     /// per-sample picks are harder) each shared negative counts for `e^(x s)` outputs like it
-    /// at a fraction `x` of a shift `s`: README, "Learning as much per epoch".
+    /// at a fraction `x` of a shift `s`: docs/accuracy.md, "The shared negatives' share of
+    /// the log-Q shift".
     #[cfg_attr(feature = "serde", serde(default))]
     pub shared_shift: f32,
     /// Per-sample shared negatives: when larger than
@@ -161,7 +162,8 @@ pub struct LshConfig {
     /// taken at each refresh and re-ranking. 0 (or at most `shared_negatives`): every
     /// sample gets the same shared negatives. At the Amazon-670K shape 2,048 (with
     /// `shared_shift` 0.5) raised exact P@1 after 3 epochs by 2.35 / 3.15 points (seeds 1 /
-    /// 2) and LSH-mode P@1 from about 0.19 to 0.43: README, "Learning as much per epoch".
+    /// 2) and LSH-mode P@1 from about 0.19 to 0.43: docs/accuracy.md, "Per-sample shared
+    /// negatives from a pool".
     #[cfg_attr(feature = "serde", serde(default))]
     pub shared_pool: usize,
     /// Hash each input minus the mean input of a recent training batch (refreshed with the
@@ -184,7 +186,8 @@ pub struct LshConfig {
     /// [`SparseLayer::set_steps_taken`](crate::SparseLayer::set_steps_taken), which a
     /// [`Network`](crate::Network) calls. At the Amazon-670K shape 128 random ids for the
     /// first 78 steps (half an epoch of 20,000 samples) put exact P@1 ahead of uniform
-    /// sampling after every epoch: README, "Learning as much per epoch". 0: no warm-up.
+    /// sampling after every epoch: docs/accuracy.md, "A warm-up of uniform negatives, 16
+    /// tables". 0: no warm-up.
     #[cfg_attr(feature = "serde", serde(default))]
     pub warmup_random: usize,
     /// How many training steps [`warmup_random`](Self::warmup_random) lasts.
@@ -272,11 +275,12 @@ pub enum Precision {
     /// (see [`crate::kernels::bf16`]). BF16 moments make a row `8 n` bytes with f32
     /// weights, BF16 weights too `6 n`: the sparse update of a wide output layer is bound
     /// by memory traffic, and the forward pass of a sampled layer reads its active rows
-    /// from memory, so both move fewer bytes (README for the speed and accuracy at the
-    /// Amazon-670K shape). Products and sums stay f32: a BF16 weight is widened exactly.
-    /// BF16 weights need BF16 moments. Streamed states (checkpoints) hold BF16 values as
-    /// BF16 tensors, exported [`LayerState`]s as f32; either kind of layer reads either (a
-    /// BF16 layer rounds f32 values to nearest).
+    /// from memory, so both move fewer bytes (docs/performance.md, "BF16 weights" and
+    /// "BF16 moments", for the speed and accuracy at the Amazon-670K shape). Products and
+    /// sums stay f32: a BF16 weight is widened exactly. BF16 weights need BF16 moments.
+    /// Streamed states (checkpoints) hold BF16 values as BF16 tensors, exported
+    /// [`LayerState`]s as f32; either kind of layer reads either (a BF16 layer rounds f32
+    /// values to nearest).
     ///
     /// [`LayerState`]: crate::LayerState
     Bf16,

@@ -523,8 +523,9 @@ impl SparseLayer {
     /// mean input of the batch and the batch's labels as candidates: the step has just
     /// pulled those rows up, so they are the ones that can have risen into the top, and a
     /// label of many recent samples becomes a shared negative within a step instead of up
-    /// to 8 (exact P@1 after 3 epochs at the Amazon-670K shape: README, "Learning as much
-    /// per epoch"). One dot product per id; once its scratch has grown, allocates nothing.
+    /// to 8 (exact P@1 after 3 epochs at the Amazon-670K shape: docs/accuracy.md,
+    /// "Re-ranking the shared negatives after every step"). One dot product per id; once
+    /// its scratch has grown, allocates nothing.
     ///
     /// No-op for a layer without shared negatives and before the first
     /// [`refresh_mean_input`](Self::refresh_mean_input). Panics if `mean_input` is not

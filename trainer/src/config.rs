@@ -388,7 +388,8 @@ pub struct TrainConfig {
     /// Which neurons evaluations compute.
     pub eval_mode: EvalMode,
     /// How an exact evaluation scores every output: `f32` (default) or `bf16` (AVX512-BF16
-    /// products, about twice as fast at the Amazon-670K shape; see the README).
+    /// products, about twice as fast at the Amazon-670K shape; see docs/performance.md,
+    /// "BF16 scoring for exact evaluation").
     #[serde(default)]
     pub eval_precision: EvalPrecision,
     /// Probe the retrieval recall of the LSH layers every this many steps (0: only at

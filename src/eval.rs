@@ -41,6 +41,12 @@ pub const EVAL_BLOCK: usize = 1024;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Top5([(f32, u32); 5]);
 
+impl Default for Top5 {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
 impl Top5 {
     pub(crate) const EMPTY: Self = Top5([(f32::NEG_INFINITY, u32::MAX); 5]);
 
@@ -55,6 +61,14 @@ impl Top5 {
             i -= 1;
         }
         self.0[i] = (z, id);
+    }
+
+    /// The offered `(neuron, score)` pairs, best first (at most 5).
+    pub(crate) fn ranked(&self) -> impl Iterator<Item = (u32, f32)> + '_ {
+        self.0
+            .iter()
+            .filter(|&&(_, id)| id != u32::MAX)
+            .map(|&(z, id)| (id, z))
     }
 
     /// The best neuron (`u32::MAX` if nothing was offered).
@@ -108,39 +122,27 @@ impl Network {
         if batch.is_empty() {
             return Ok(EvalStats::default());
         }
-        let mode = if mode == Mode::Train {
-            Mode::EvalLsh
-        } else {
-            mode
-        };
+        let (mode, scores_all) = self.scoring(mode);
         let output = &self.layers()[self.layers().len() - 1];
-        let scores_all = matches!(mode, Mode::EvalExact | Mode::EvalDense)
-            && output.layout() == WeightLayout::NeuronMajor;
         let mut hits = [0u64; 3];
         let mut active = 0usize;
         let mut top1s = Vec::with_capacity(batch.len());
         for (b, block) in batch.chunks(EVAL_BLOCK).enumerate() {
-            self.run_batch(ws, data, block, mode, b * EVAL_BLOCK, scores_all)?;
-            let mut count = |top1: u32, found: [u8; 3]| {
-                if top1 != u32::MAX {
-                    top1s.push(top1);
+            let tops = self.block_tops(ws, data, block, mode, b * EVAL_BLOCK, scores_all)?;
+            for (top, &sample) in tops.iter().zip(block) {
+                if top.first() != u32::MAX {
+                    top1s.push(top.first());
                 }
-                for (h, f) in hits.iter_mut().zip(found) {
+                for (h, f) in hits.iter_mut().zip(top.hits(data.labels(sample))) {
                     *h += u64::from(f);
                 }
-            };
-            if scores_all {
-                let tops = self.best_outputs(ws, data, block);
-                for (top, &sample) in tops.iter().zip(block) {
-                    count(top.first(), top.hits(data.labels(sample)));
-                }
-                active += output.out_dim() * block.len();
-            } else {
-                for state in ws.batch() {
-                    count(state.top1, state.hits_at);
-                    active += state.traces[self.layers().len() - 1].len();
-                }
             }
+            active += if scores_all {
+                output.out_dim() * block.len()
+            } else {
+                let last = self.layers().len() - 1;
+                ws.batch().iter().map(|s| s.traces[last].len()).sum()
+            };
         }
         let n = batch.len() as f64;
         let (top1_output, top1_share) = mode_share(&mut top1s, batch.len());
@@ -159,6 +161,61 @@ impl Network {
             top1_output,
             top1_share,
             label_share,
+        })
+    }
+
+    /// Each sample's highest-scoring outputs, at most 5, as `(output, logit)` pairs, best
+    /// first (ties: the lower output id): what a deployed model answers. `mode` as for
+    /// [`Self::evaluate`]: [`Mode::EvalExact`] scores every output, [`Mode::EvalLsh`] ranks
+    /// the outputs the tables pick ([`Mode::Train`] is taken as `EvalLsh`). The samples'
+    /// labels are not read.
+    pub fn predict(
+        &self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+        mode: Mode,
+    ) -> Result<Vec<Vec<(u32, f32)>>> {
+        let (mode, scores_all) = self.scoring(mode);
+        let mut predictions = Vec::with_capacity(batch.len());
+        for (b, block) in batch.chunks(EVAL_BLOCK).enumerate() {
+            let tops = self.block_tops(ws, data, block, mode, b * EVAL_BLOCK, scores_all)?;
+            predictions.extend(tops.iter().map(|top| top.ranked().collect()));
+        }
+        Ok(predictions)
+    }
+
+    /// The pass an evaluation in `mode` runs ([`Mode::Train`] is taken as
+    /// [`Mode::EvalLsh`]), and whether it scores every output in blocks
+    /// ([`Self::best_outputs`]: exact or dense modes, neuron-major output layer).
+    fn scoring(&self, mode: Mode) -> (Mode, bool) {
+        let mode = if mode == Mode::Train {
+            Mode::EvalLsh
+        } else {
+            mode
+        };
+        let output = &self.layers()[self.layers().len() - 1];
+        let scores_all = matches!(mode, Mode::EvalExact | Mode::EvalDense)
+            && output.layout() == WeightLayout::NeuronMajor;
+        (mode, scores_all)
+    }
+
+    /// The 5 best outputs of each sample of `block`: every output scored
+    /// ([`Self::best_outputs`]) when `scores_all`, else those of the sampled output layer.
+    fn block_tops(
+        &self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        block: &[usize],
+        mode: Mode,
+        first: usize,
+        scores_all: bool,
+    ) -> Result<Vec<Top5>> {
+        self.run_batch(ws, data, block, mode, first, scores_all)?;
+        Ok(if scores_all {
+            self.best_outputs(ws, data, block)
+        } else {
+            ws.batch().iter().map(|state| state.top).collect()
         })
     }
 

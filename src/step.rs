@@ -54,8 +54,7 @@ impl Pass<'_> {
             for (p, &z) in output.outputs().iter().enumerate() {
                 top.offer(z, output.id(p));
             }
-            state.top1 = top.first();
-            state.hits_at = top.hits(labels);
+            state.top = top;
             return Ok(());
         }
         state.loss = softmax_cross_entropy(output, labels);

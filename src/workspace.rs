@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use slide_lsh::Vector;
 
 use crate::data::Examples;
+use crate::eval::Top5;
 use crate::layer::{LayerBatch, LayerTrace, SelectScratch};
 use crate::network::Network;
 use crate::optimizer::UpdateScratch;
@@ -20,10 +21,8 @@ pub(crate) struct SampleState {
     /// Cross-entropy of a training pass.
     pub(crate) loss: f64,
     pub(crate) macs: u64,
-    /// The highest-scoring output of an evaluation pass (`u32::MAX`: none).
-    pub(crate) top1: u32,
-    /// Labels among the 1, 3 and 5 highest-scoring outputs (evaluation).
-    pub(crate) hits_at: [u8; 3],
+    /// The 5 highest-scoring active outputs of an evaluation pass, best first.
+    pub(crate) top: Top5,
     pub(crate) times: PhaseTimes,
 }
 

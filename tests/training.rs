@@ -461,6 +461,84 @@ fn evaluation_runs_exact_or_sampled() {
     eprintln!("exact {exact:?}\nlsh {fast:?}");
 }
 
+/// Predictions are what the evaluation ranks: each sample's first predicted output gives
+/// `evaluate`'s P@1 in exact and LSH mode; in exact mode each sample gets its 5 best
+/// `(output, logit)` pairs, best first, as `outputs` ranks the sample alone: its softmax
+/// probabilities p give the logits' gaps, `z_i - z_j = ln p_i - ln p_j` (another summation
+/// order: 32 hidden values, so each logit within 2 gamma_32 = 3.8e-6 of the sum of
+/// |products|, and the softmax a few roundings more; under 1e-4 here), and no output
+/// outside them scores higher.
+#[test]
+fn predictions_are_the_best_outputs_and_agree_with_evaluation() {
+    let data = sparse_data(64, 100, 300, 16);
+    let mut net = network(
+        100,
+        vec![
+            input_major(32, Activation::Relu),
+            sampled(300, Activation::Softmax, 20),
+        ],
+        1e-2,
+        17,
+    );
+    train(&mut net, &data, 200, 32);
+    let all: Vec<usize> = (0..64).collect();
+    let mut ws = slide::Workspace::new();
+    for mode in [Mode::EvalExact, Mode::EvalLsh] {
+        let predictions = net.predict(&mut ws, &data, &all, mode).unwrap();
+        assert_eq!(predictions.len(), all.len());
+        let hits = predictions
+            .iter()
+            .zip(&all)
+            .filter(|(p, s)| {
+                p.first()
+                    .is_some_and(|(id, _)| data.labels(**s).contains(id))
+            })
+            .count();
+        let stats = net.evaluate(&mut ws, &data, &all, mode).unwrap();
+        assert_eq!(
+            hits as f64 / all.len() as f64,
+            stats.precision_at_1,
+            "{mode:?}"
+        );
+        assert!(stats.precision_at_1 > 0.3, "{mode:?}: {stats:?}");
+        for p in &predictions {
+            assert!(
+                p.len() <= 5 && p.windows(2).all(|w| w[0].1 >= w[1].1),
+                "{p:?}"
+            );
+        }
+    }
+    let predictions = net.predict(&mut ws, &data, &all, Mode::EvalExact).unwrap();
+    for (p, &sample) in predictions.iter().zip(&all) {
+        assert_eq!(p.len(), 5);
+        let scored = net
+            .outputs(&mut ws, &data, sample, Mode::EvalExact)
+            .unwrap();
+        assert_eq!(scored.len(), 300);
+        // Each output's logit relative to the best one, from the probabilities.
+        let best = scored.iter().find(|(i, _)| *i == p[0].0).unwrap().1.ln();
+        let gap = |id: u32| scored.iter().find(|(i, _)| *i == id).unwrap().1.ln() - best;
+        for &(id, z) in p {
+            assert!(
+                (gap(id) - (z - p[0].1)).abs() <= 1e-4,
+                "{id}: {z} vs {}",
+                gap(id)
+            );
+        }
+        let fifth = p[4].1 - p[0].1;
+        let better_elsewhere = scored
+            .iter()
+            .filter(|(id, _)| !p.iter().any(|(i, _)| i == id) && gap(*id) > fifth + 1e-4)
+            .count();
+        assert_eq!(better_elsewhere, 0, "sample {sample}: {p:?}");
+    }
+    assert!(
+        net.predict(&mut ws, &data, &[], Mode::EvalExact)
+            .unwrap()
+            .is_empty()
+    );
+}
+
 /// A softmax output layer of `out_dim` that takes nothing from its tables (a budget of 0):
 /// its active set is the forced ids and random ones up to `min_active`.
 fn tableless_output(out_dim: usize, min_active: usize) -> slide::LayerConfig {

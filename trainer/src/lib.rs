@@ -7,4 +7,5 @@ pub mod config;
 pub mod data;
 pub mod generate;
 pub mod plot;
+pub mod predict;
 pub mod train;

@@ -5,6 +5,7 @@
 //! slide-train --config configs/quickstart.toml [--set train.epochs=2] [--threads 2]
 //!             [--out runs/quickstart] [--quiet] [--resume CKPT]
 //! slide-train eval --config FILE --checkpoint CKPT [--mode exact|lsh|dense]
+//! slide-train predict --config FILE --checkpoint CKPT [--top-k 5] [--out FILE] [--mode exact|lsh]
 //! slide-train gen-data --preset amazon670k --out DIR [--scale 0.05] [--seed 1] [--train N] [--test N] [--labels N]
 //! slide-train plot runs/latest/metrics.jsonl --out curve.png
 //! ```
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use clap::{Args, Parser, Subcommand};
 use slide_trainer::train::Failure;
-use slide_trainer::{config, generate, plot, train};
+use slide_trainer::{config, generate, plot, predict, train};
 
 /// Train SLIDE networks (LSH-sampled sparse layers) from TOML configs.
 #[derive(Debug, Parser)]
@@ -77,6 +78,35 @@ enum Command {
         #[arg(long, value_enum, default_value = "exact")]
         mode: config::EvalMode,
         /// Evaluate only the first N test samples (default: all).
+        #[arg(long, value_name = "N")]
+        samples: Option<usize>,
+        /// Worker threads (default: one per core).
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+    },
+    /// Write a checkpoint's best outputs for every sample of the config's test file: one
+    /// line per sample, `output:logit` pairs best first (point `data.test` at the file to
+    /// predict with `--set`).
+    Predict {
+        /// The config the checkpoint was trained with.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Override a config value (as for training).
+        #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+        overrides: Vec<String>,
+        /// The checkpoint file.
+        #[arg(long, value_name = "CKPT")]
+        checkpoint: PathBuf,
+        /// Outputs per sample (1-5).
+        #[arg(long, value_name = "K", default_value_t = 5)]
+        top_k: usize,
+        /// The file to write (default: standard output).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Which outputs to score: every one (exact) or those the LSH tables pick (lsh).
+        #[arg(long, value_enum, default_value = "exact")]
+        mode: config::EvalMode,
+        /// Predict only the first N samples (default: all).
         #[arg(long, value_name = "N")]
         samples: Option<usize>,
         /// Worker threads (default: one per core).
@@ -223,6 +253,37 @@ fn run(cli: Cli) -> Result<(), Failure> {
             pool(threads)?
                 .install(|| train::evaluate_checkpoint(&config, &checkpoint, mode, samples))
                 .map(|_| ())
+        }
+        Some(Command::Predict {
+            config,
+            overrides,
+            checkpoint,
+            top_k,
+            out,
+            mode,
+            samples,
+            threads,
+        }) => {
+            let config = config::load(&config::locate(&config), &overrides).map_err(Input)?;
+            let stats = pool(threads)?.install(|| {
+                predict::predict_checkpoint(
+                    &config,
+                    &checkpoint,
+                    mode.mode(),
+                    samples,
+                    top_k,
+                    out.as_deref(),
+                )
+            })?;
+            // The summary goes to stderr, so that standard output holds only predictions.
+            eprintln!(
+                "predicted {} samples in {:.1} s ({:.0} samples/s); P@1 {:.4} against the file's labels",
+                stats.samples,
+                stats.seconds,
+                stats.samples as f64 / stats.seconds.max(1e-9),
+                stats.precision_at_1
+            );
+            Ok(())
         }
         None => {
             let args = cli.train;

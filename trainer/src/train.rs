@@ -226,15 +226,21 @@ fn available_bytes() -> Option<u64> {
 }
 
 /// Data, network and checkpoint identity for a config, everything checked.
-struct Prepared {
-    loaded: Loaded,
-    net: Network,
-    identity: checkpoint::Identity,
+pub(crate) struct Prepared {
+    pub(crate) loaded: Loaded,
+    pub(crate) net: Network,
+    pub(crate) identity: checkpoint::Identity,
+}
+
+/// Where [`prepare`] says which kernels run and what it loaded.
+pub(crate) enum Log {
+    Stdout,
+    Stderr,
 }
 
 /// Loads the data, checks the memory estimate and builds the network; `restoring` leaves
 /// its LSH tables empty for a checkpoint (which carries them) to fill.
-fn prepare(config: &Config, restoring: bool) -> Result<Prepared, Failure> {
+pub(crate) fn prepare(config: &Config, restoring: bool, log: Log) -> Result<Prepared, Failure> {
     let input = Failure::Input;
     let started = Instant::now();
     let loaded = data::load(&config.data).map_err(input)?;
@@ -269,19 +275,21 @@ fn prepare(config: &Config, restoring: bool) -> Result<Prepared, Failure> {
             available as f64 / 1e9
         )));
     }
-    println!(
-        "kernels: {} (CPU: {}; SLIDE_KERNELS=scalar|portable|avx512 overrides)",
+    let announce = format!(
+        "kernels: {} (CPU: {}; SLIDE_KERNELS=scalar|portable|avx512 overrides)\ndata: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB, the run at most {:.0} MB",
         slide::kernels::kernels().name,
-        slide::kernels::cpu_features().join(" ")
-    );
-    println!(
-        "data: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB, the run at most {:.0} MB",
+        slide::kernels::cpu_features().join(" "),
         loaded.train.examples().len(),
         loaded.test.examples().len(),
         started.elapsed().as_secs_f64(),
         model as f64 / 1e6,
         peak as f64 / 1e6
     );
+    // `predict` keeps standard output for its answers.
+    match log {
+        Log::Stdout => println!("{announce}"),
+        Log::Stderr => eprintln!("{announce}"),
+    }
     // What a checkpoint must match: the network to be evaluated, every setting to be resumed.
     let identity = checkpoint::Identity::of(&network_config, config.train.batch_size);
     let mut net = if restoring {
@@ -337,7 +345,7 @@ pub fn evaluate_checkpoint(
         loaded,
         mut net,
         identity,
-    } = prepare(config, true)?;
+    } = prepare(config, true, Log::Stdout)?;
     checkpoint::load(path, &mut net, &identity, checkpoint::Require::Network)
         .map_err(Failure::Input)?;
     let test = loaded.test.examples();
@@ -390,7 +398,7 @@ pub fn run(
         loaded,
         mut net,
         identity,
-    } = prepare(config, resume.is_some())?;
+    } = prepare(config, resume.is_some(), Log::Stdout)?;
     let Loaded {
         train,
         test,

@@ -252,6 +252,73 @@ fn a_run_ending_on_a_periodic_checkpoint_leaves_it_complete() {
     succeeded(&eval);
 }
 
+/// `predict` writes one line per test sample, its best outputs as `output:logit` pairs in
+/// falling order, to standard output (nothing else there) or a file, with the same P@1 as
+/// `eval` on stderr; a top-k outside 1-5 is refused with exit status 2.
+#[test]
+fn predict_writes_each_samples_best_outputs() {
+    let dir = scratch("predict");
+    let (config, out, _) = one_epoch(&dir, &[]);
+    let checkpoint = slide_trainer::checkpoint::list(&out.join("checkpoints")).unwrap();
+    let checkpoint = checkpoint.last().unwrap().to_str().unwrap();
+    let config = config.to_str().unwrap();
+    let eval = succeeded(&slide_train(&[
+        "eval",
+        "--config",
+        config,
+        "--checkpoint",
+        checkpoint,
+    ]));
+    // `CKPT: step S, N test samples: P@1 ...`
+    let scored = eval
+        .lines()
+        .find(|l| l.contains(" test samples: P@1"))
+        .unwrap();
+    let samples = number_after(scored, ", ") as usize;
+    let args = [
+        "predict",
+        "--config",
+        config,
+        "--checkpoint",
+        checkpoint,
+        "--top-k",
+        "3",
+    ];
+    let run = slide_train(&args);
+    let printed = succeeded(&run);
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(lines.len(), samples, "{printed}");
+    for line in &lines {
+        let logits: Vec<f32> = line
+            .split(' ')
+            .map(|pair| {
+                let (id, logit) = pair.split_once(':').expect("output:logit");
+                assert!(id.parse::<u32>().is_ok(), "{line}");
+                logit.parse().unwrap()
+            })
+            .collect();
+        assert_eq!(logits.len(), 3, "{line}");
+        assert!(logits.windows(2).all(|w| w[0] >= w[1]), "{line}");
+    }
+    let p1 = |stats: &str, marker: &str| -> String {
+        let rest = &stats[stats.find(marker).unwrap_or_else(|| panic!("{stats}")) + marker.len()..];
+        rest.split([',', ' ']).next().unwrap().to_string()
+    };
+    assert_eq!(p1(&text(&run.stderr), "P@1 "), p1(scored, "P@1 "));
+    let file = dir.join("predictions.txt");
+    let to_file = [&args[..], &["--out", file.to_str().unwrap()]].concat();
+    assert!(succeeded(&slide_train(&to_file)).is_empty());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), printed);
+    let refused = slide_train(&[&args[..5], &["--top-k", "6"]].concat());
+    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(
+        text(&refused.stderr).lines().count(),
+        1,
+        "{}",
+        text(&refused.stderr)
+    );
+}
+
 /// Bad configs, data and flags: exit status 2 and one line on stderr saying what and where.
 #[test]
 fn bad_input_exits_2_with_one_line() {

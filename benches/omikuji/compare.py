@@ -1,0 +1,244 @@
+"""slide against label trees in one run: `slide-train` and Omikuji (Parabel-style label
+trees, `pip install omikuji`) trained on the same XMC files with the same threads, each in a
+process of its own so that its peak resident memory is its own, then scored on the same
+test samples (every label scored: slide's exact evaluation, Omikuji's beam search).
+
+Appends to a CSV one row per slide epoch (cumulative training seconds, evaluation
+excluded) and one for Omikuji (training seconds, the file's parsing included, as
+`Model.train_on_data` does it), each with P@1/P@3/P@5 on the whole test file and the peak
+RSS, and draws P@1 against training seconds of every row on the same data (PNG, with
+matplotlib).
+
+Not part of the build or CI; needs `pip install omikuji matplotlib` and a release build of
+`slide-train` (built here if missing). Examples (run from the repository root):
+    python3 benches/omikuji/compare.py --data datasets/generated/a670k-20k --train 20000
+    python3 benches/omikuji/compare.py --data datasets/generated/a100k-20k --train 20000 \
+        --labels 100000
+    python3 benches/omikuji/compare.py --data datasets/generated/a670k-full --train 490449 \
+        --epochs 2
+A `--data` folder without `train.txt` is first filled by `slide-train gen-data --preset
+amazon670k` with `--train`, `--test` and `--labels` (seed 1).
+"""
+import argparse
+import csv
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HEADER = ['cpu', 'kernels', 'threads', 'data', 'labels', 'train_samples', 'test_samples',
+          'system', 'setting', 'epoch', 'train_seconds', 'p_at_1', 'p_at_3', 'p_at_5',
+          'predict_samples_per_s', 'peak_rss_mib']
+
+
+def cpu_name():
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or 'unknown'
+
+
+def read_test(path):
+    """Features and label sets of an XMC file (header `n features labels`, then lines
+    `l1,l2 f:v f:v ...`)."""
+    samples, labels = [], []
+    with open(path) as f:
+        f.readline()
+        for line in f:
+            parts = line.split()
+            has_labels = parts and ':' not in parts[0]
+            labels.append({int(x) for x in parts[0].split(',')} if has_labels else set())
+            pairs = []
+            for token in parts[1:] if has_labels else parts:
+                k, v = token.split(':')
+                pairs.append((int(k), float(v)))
+            samples.append(pairs)
+    return samples, labels
+
+
+def precision_at(ranked, labels):
+    """P@1, P@3, P@5 of ranked label lists against the true label sets (each hit counts
+    1/k; a sample with fewer than k predictions misses the rest), as slide computes them."""
+    hits = [0, 0, 0]
+    for top, truth in zip(ranked, labels):
+        for j, k in enumerate((1, 3, 5)):
+            hits[j] += sum(1 for label in top[:k] if label in truth)
+    n = max(len(labels), 1)
+    return hits[0] / n, hits[1] / (3 * n), hits[2] / (5 * n)
+
+
+def omikuji_child(train, test, threads, out):
+    """Runs in its own process: trains Omikuji with Parabel's defaults, predicts the top 5
+    of every test sample and writes the figures as JSON to `out`."""
+    import omikuji
+    started = time.perf_counter()
+    model = omikuji.Model.train_on_data(train, omikuji.Model.default_hyper_param(),
+                                        n_threads=threads)
+    train_seconds = time.perf_counter() - started
+    samples, labels = read_test(test)
+    started = time.perf_counter()
+    ranked = [[label for label, _ in model.predict(pairs, top_k=5)] for pairs in samples]
+    predict_seconds = time.perf_counter() - started
+    p1, p3, p5 = precision_at(ranked, labels)
+    with open(out, 'w') as f:
+        json.dump({'train_seconds': train_seconds, 'p_at_1': p1, 'p_at_3': p3, 'p_at_5': p5,
+                   'predict_samples_per_s': len(samples) / max(predict_seconds, 1e-9)}, f)
+
+
+def run_measured(cmd, log):
+    """Runs `cmd` with its output to `log`; returns its exit status and peak RSS in MiB."""
+    with open(log, 'w') as out:
+        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+    return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024.0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--data', required=True, help='folder with train.txt and test.txt')
+    p.add_argument('--train', type=int, default=20000, help='training samples to generate')
+    p.add_argument('--test', type=int, default=6400, help='test samples to generate')
+    p.add_argument('--labels', type=int, default=670091)
+    p.add_argument('--features', type=int, default=135909)
+    p.add_argument('--epochs', type=int, default=3, help="slide's epochs")
+    p.add_argument('--threads', type=int, default=2)
+    p.add_argument('--config', default='amazon670k-synthetic.toml', help="slide's config")
+    p.add_argument('--set', action='append', default=[], metavar='SECTION.KEY=VALUE',
+                   help='more overrides of slide\'s config (repeatable)')
+    p.add_argument('--setting', default='shipped', help='a name for this slide setting')
+    p.add_argument('--skip-omikuji', action='store_true')
+    p.add_argument('--csv', default='benches/results/omikuji.csv')
+    p.add_argument('--plot', default='benches/results/omikuji.png')
+    p.add_argument('--omikuji-child', nargs=4, metavar=('TRAIN', 'TEST', 'THREADS', 'OUT'),
+                   help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.omikuji_child:
+        train, test, threads, out = a.omikuji_child
+        omikuji_child(train, test, int(threads), out)
+        return
+
+    subprocess.run(['cargo', 'build', '--release', '--locked', '--bin', 'slide-train'],
+                   check=True)
+    slide = os.path.join('target', 'release', 'slide-train')
+    train, test = os.path.join(a.data, 'train.txt'), os.path.join(a.data, 'test.txt')
+    if not os.path.exists(train):
+        subprocess.run([slide, 'gen-data', '--preset', 'amazon670k', '--out', a.data,
+                        '--train', str(a.train), '--test', str(a.test),
+                        '--labels', str(a.labels)], check=True)
+    with open(train) as f:
+        train_samples = int(f.readline().split()[0])
+    with open(test) as f:
+        test_samples = int(f.readline().split()[0])
+    work = tempfile.mkdtemp(prefix='slide-omikuji-')
+    common = dict(cpu=cpu_name(), threads=a.threads, data=a.data, labels=a.labels,
+                  train_samples=train_samples, test_samples=test_samples)
+    rows = []
+
+    # slide: every epoch ends with an exact evaluation of the whole test file.
+    sets = [f'data.train="{train}"', f'data.test="{test}"', f'data.labels={a.labels}',
+            f'data.features={a.features}', f'network.layers.1.size={a.labels}',
+            f'train.epochs={a.epochs}', 'train.eval_every=0', 'train.eval_samples=0',
+            'checkpoint.every=0', 'checkpoint.at_end=false'] + a.set
+    out = os.path.join(work, 'slide')
+    cmd = [slide, '--config', a.config, '--threads', str(a.threads), '--out', out]
+    for s in sets:
+        cmd += ['--set', s]
+    print('slide:', ' '.join(cmd), flush=True)
+    log = os.path.join(work, 'slide.log')
+    status, rss = run_measured(cmd, log)
+    if status != 0:
+        sys.exit(f'slide-train failed ({status}); see {log}')
+    with open(log) as f:
+        found = re.search(r'^kernels: (\S+)', f.read(), re.M)
+    kernels = found.group(1) if found else ''
+    with open(os.path.join(out, 'metrics.jsonl')) as f:
+        records = [json.loads(line) for line in f]
+    for r in (r for r in records if 'p_at_1' in r):
+        rows.append(dict(common, kernels=kernels, system='slide', setting=a.setting,
+                         epoch=r['epoch'], train_seconds=round(r['train_seconds'], 2),
+                         p_at_1=round(r['p_at_1'], 4), p_at_3=round(r.get('p_at_3', 0), 4),
+                         p_at_5=round(r.get('p_at_5', 0), 4),
+                         predict_samples_per_s=round(test_samples / r['eval_seconds']),
+                         peak_rss_mib=round(rss)))
+        print(f"slide epoch {r['epoch']}: P@1 {r['p_at_1']:.4f} after "
+              f"{r['train_seconds']:.1f} s, peak RSS {rss:.0f} MiB", flush=True)
+
+    if not a.skip_omikuji:
+        out = os.path.join(work, 'omikuji.json')
+        cmd = [sys.executable, __file__, '--data', a.data, '--omikuji-child', train, test,
+               str(a.threads), out]
+        log = os.path.join(work, 'omikuji.log')
+        status, rss = run_measured(cmd, log)
+        if status != 0:
+            sys.exit(f'Omikuji failed ({status}); see {log} (pip install omikuji)')
+        with open(out) as f:
+            o = json.load(f)
+        rows.append(dict(common, kernels='', system='omikuji', setting='parabel-defaults',
+                         epoch='', train_seconds=round(o['train_seconds'], 2),
+                         p_at_1=round(o['p_at_1'], 4), p_at_3=round(o['p_at_3'], 4),
+                         p_at_5=round(o['p_at_5'], 4),
+                         predict_samples_per_s=round(o['predict_samples_per_s']),
+                         peak_rss_mib=round(rss)))
+        print(f"omikuji: P@1 {o['p_at_1']:.4f} after {o['train_seconds']:.1f} s, "
+              f"peak RSS {rss:.0f} MiB", flush=True)
+
+    fresh = not os.path.exists(a.csv)
+    os.makedirs(os.path.dirname(a.csv) or '.', exist_ok=True)
+    with open(a.csv, 'a', newline='') as f:
+        w = csv.DictWriter(f, fieldnames=HEADER)
+        if fresh:
+            w.writeheader()
+        w.writerows(rows)
+    print(f'{len(rows)} rows appended to {a.csv}')
+    plot(a)
+
+
+def plot(a):
+    """P@1 against training seconds from every row of the CSV on this run's data and label
+    count, one line per system and setting (slide: one point per epoch)."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print('no plot: pip install matplotlib')
+        return
+    with open(a.csv) as f:
+        rows = [r for r in csv.DictReader(f)
+                if r['data'] == a.data and r['labels'] == str(a.labels)]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    keys = dict.fromkeys((r['system'], r['setting'], r['kernels']) for r in rows)
+    for colour, key in enumerate(keys):
+        mine = [r for r in rows if (r['system'], r['setting'], r['kernels']) == key]
+        runs = [[]]
+        for r in mine:  # a new run of the same setting starts at epoch 1
+            if runs[-1] and r['epoch'] in ('', '1'):
+                runs.append([])
+            runs[-1].append(r)
+        for i, run in enumerate(runs):
+            name = f"{key[0]} ({key[1]}{', ' + key[2] if key[2] else ''}; "
+            ax.plot([float(r['train_seconds']) for r in run],
+                    [float(r['p_at_1']) for r in run], 'o-', color=f'C{colour}',
+                    label=(name + f"peak {run[-1]['peak_rss_mib']} MiB)") if i == 0 else None)
+    r = rows[0]
+    ax.set_title(f"{int(r['train_samples']):,} training samples, {a.labels:,} labels, "
+                 f"{r['threads']} threads, {r['cpu']}", fontsize=9)
+    ax.set_xlabel('training seconds')
+    ax.set_ylabel(f"exact P@1 ({int(r['test_samples']):,} test samples)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(a.plot, dpi=110)
+    print(f'plot written to {a.plot}')
+
+
+if __name__ == '__main__':
+    main()

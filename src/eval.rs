@@ -8,9 +8,10 @@ use rayon::prelude::*;
 use crate::data::Examples;
 use crate::error::Result;
 use crate::kernels::kernels;
-use crate::layer::{Mode, WeightLayout, ranks_before};
+use crate::layer::{Mode, WeightLayout};
 use crate::network::Network;
 use crate::stats::{EvalStats, Recall};
+use crate::top5::Top5;
 use crate::workspace::{Workspace, layer_input};
 
 /// How exact evaluation scores every output of the output layer.
@@ -34,59 +35,6 @@ pub enum EvalPrecision {
 /// Samples an evaluation pass holds at once: the output weights are read once per block, so
 /// larger blocks read them less often (at 670K outputs, 1,024 measured 10% faster than 256).
 pub const EVAL_BLOCK: usize = 1024;
-
-/// A sample's 5 best `(score, neuron)` pairs, best first; ties go to the lower neuron id
-/// (see [`ranks_before`]), so the result does not depend on the order offers arrive in.
-/// Empty slots are `(-inf, u32::MAX)`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Top5([(f32, u32); 5]);
-
-impl Default for Top5 {
-    fn default() -> Self {
-        Self::EMPTY
-    }
-}
-
-impl Top5 {
-    pub(crate) const EMPTY: Self = Top5([(f32::NEG_INFINITY, u32::MAX); 5]);
-
-    #[inline]
-    pub(crate) fn offer(&mut self, z: f32, id: u32) {
-        if !ranks_before((z, id), self.0[4]) {
-            return;
-        }
-        let mut i = 4;
-        while i > 0 && ranks_before((z, id), self.0[i - 1]) {
-            self.0[i] = self.0[i - 1];
-            i -= 1;
-        }
-        self.0[i] = (z, id);
-    }
-
-    /// The offered `(neuron, score)` pairs, best first (at most 5).
-    pub(crate) fn ranked(&self) -> impl Iterator<Item = (u32, f32)> + '_ {
-        self.0
-            .iter()
-            .filter(|&&(_, id)| id != u32::MAX)
-            .map(|&(z, id)| (id, z))
-    }
-
-    /// The best neuron (`u32::MAX` if nothing was offered).
-    pub(crate) fn first(&self) -> u32 {
-        self.0[0].1
-    }
-
-    /// How many of `labels` are among the 1, 3 and 5 best.
-    pub(crate) fn hits(&self, labels: &[u32]) -> [u8; 3] {
-        let hit = |n: usize| {
-            self.0[..n]
-                .iter()
-                .filter(|&&(_, id)| id != u32::MAX && labels.contains(&id))
-                .count() as u8
-        };
-        [hit(1), hit(3), hit(5)]
-    }
-}
 
 /// Share of the most frequent value in `ids` over `samples` (0 for none), and that value
 /// (ties: the lowest). Sorts `ids`.
@@ -276,7 +224,7 @@ impl Network {
                         // running maximum would not), then a run is looked into only if a
                         // score would enter the top 5 (rare once it has filled).
                         for (run, (z, b)) in z.chunks_mut(16).zip(bias.chunks(16)).enumerate() {
-                            let fifth = best.0[4].0;
+                            let fifth = best.fifth();
                             let mut enters = false;
                             for (z, &b) in z.iter_mut().zip(b) {
                                 *z += b;
@@ -286,7 +234,7 @@ impl Network {
                                 continue;
                             }
                             for (j, &z) in z.iter().enumerate() {
-                                if z >= best.0[4].0 {
+                                if z >= best.fifth() {
                                     best.offer(z, (first + run * 16 + j) as u32);
                                 }
                             }
@@ -300,9 +248,7 @@ impl Network {
                 || vec![Top5::EMPTY; n],
                 |mut a, b| {
                     for (a, b) in a.iter_mut().zip(&b) {
-                        for &(z, id) in &b.0 {
-                            a.offer(z, id);
-                        }
+                        a.merge(b);
                     }
                     a
                 },
@@ -374,43 +320,6 @@ impl Network {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Offers in any order give the same 5, best first, ties to the lower id.
-    #[test]
-    fn top5_keeps_the_best_five_with_ties_to_the_lower_id() {
-        let offers = [
-            (0.5, 9),
-            (2.0, 4),
-            (0.5, 3),
-            (1.0, 8),
-            (-1.0, 1),
-            (0.5, 6),
-            (3.0, 7),
-        ];
-        let mut forward = Top5::EMPTY;
-        let mut backward = Top5::EMPTY;
-        for &(z, id) in &offers {
-            forward.offer(z, id);
-        }
-        for &(z, id) in offers.iter().rev() {
-            backward.offer(z, id);
-        }
-        let want = Top5([(3.0, 7), (2.0, 4), (1.0, 8), (0.5, 3), (0.5, 6)]);
-        assert_eq!(forward, want);
-        assert_eq!(backward, want);
-        assert_eq!(want.first(), 7);
-        assert_eq!(want.hits(&[4, 6, 11]), [0, 1, 2]);
-    }
-
-    /// Fewer than 5 offers leave empty slots that are never hits; no offer, no prediction.
-    #[test]
-    fn top5_with_few_offers_has_empty_slots() {
-        let mut top = Top5::EMPTY;
-        assert_eq!(top.first(), u32::MAX);
-        top.offer(1.0, 2);
-        assert_eq!(top.first(), 2);
-        assert_eq!(top.hits(&[2, u32::MAX]), [1, 1, 1]);
-    }
 
     #[test]
     fn mode_share_counts_the_most_frequent_value_and_breaks_ties_low() {

@@ -88,6 +88,7 @@ pub mod optimizer;
 pub mod rows;
 pub mod stats;
 pub mod step;
+mod top5;
 pub mod workspace;
 
 pub use config::{NetworkConfig, RebuildSchedule};

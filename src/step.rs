@@ -10,12 +10,12 @@ use slide_lsh::{LshError, mix64};
 
 use crate::data::Examples;
 use crate::error::{Result, SlideError};
-use crate::eval::Top5;
 use crate::layer::{Mode, SelectScratch, SparseLayer, sample_rng};
 use crate::loss::softmax_cross_entropy;
 use crate::network::Network;
 use crate::optimizer::LayerGradients;
 use crate::stats::{ActiveSources, PhaseTimes, StepStats};
+use crate::top5::Top5;
 use crate::workspace::{NetworkBatch, SampleState, Workspace, layer_input};
 
 /// Steps between recomputations of the shared negatives (also recomputed at every rebuild):

@@ -7,11 +7,11 @@ use std::sync::Mutex;
 use slide_lsh::Vector;
 
 use crate::data::Examples;
-use crate::eval::Top5;
 use crate::layer::{LayerBatch, LayerTrace, SelectScratch};
 use crate::network::Network;
 use crate::optimizer::UpdateScratch;
 use crate::stats::PhaseTimes;
+use crate::top5::Top5;
 
 /// What one sample of a batch left behind.
 #[derive(Debug, Default)]

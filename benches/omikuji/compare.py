@@ -7,7 +7,7 @@ Appends to a CSV one row per slide epoch (cumulative training seconds, evaluatio
 excluded) and one for Omikuji (training seconds, the file's parsing included, as
 `Model.train_on_data` does it), each with P@1/P@3/P@5 on the whole test file and the peak
 RSS, and draws P@1 against training seconds of every row on the same data (PNG, with
-matplotlib).
+matplotlib; `--plot-only` redraws it from the CSV).
 
 Not part of the build or CI; needs `pip install omikuji matplotlib` and a release build of
 `slide-train` (built here if missing). Examples (run from the repository root):
@@ -116,13 +116,22 @@ def main():
     p.add_argument('--setting', default='shipped', help='a name for this slide setting')
     p.add_argument('--skip-omikuji', action='store_true')
     p.add_argument('--csv', default='benches/results/omikuji.csv')
-    p.add_argument('--plot', default='benches/results/omikuji.png')
+    p.add_argument('--plot', help='the PNG to draw (default: '
+                   'benches/results/omikuji-<the data folder\'s name>.png)')
+    p.add_argument('--plot-only', action='store_true',
+                   help='train nothing: draw the plot of the CSV\'s rows on --data')
     p.add_argument('--omikuji-child', nargs=4, metavar=('TRAIN', 'TEST', 'THREADS', 'OUT'),
                    help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.omikuji_child:
         train, test, threads, out = a.omikuji_child
         omikuji_child(train, test, int(threads), out)
+        return
+    if a.plot is None:
+        name = os.path.basename(os.path.normpath(a.data))
+        a.plot = os.path.join(os.path.dirname(a.csv) or '.', f'omikuji-{name}.png')
+    if a.plot_only:
+        plot(a)
         return
 
     subprocess.run(['cargo', 'build', '--release', '--locked', '--bin', 'slide-train'],

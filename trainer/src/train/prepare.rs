@@ -1,0 +1,117 @@
+//! Before a run: the data loaded, the memory estimate checked, the network built.
+
+use std::time::Instant;
+
+use anyhow::anyhow;
+use slide::Network;
+
+use super::Failure;
+use crate::checkpoint;
+use crate::config::Config;
+use crate::data::{self, Loaded};
+
+/// Bytes a run holds beside its model and data, at most: the program and its thread
+/// stacks, the per-batch workspaces, and a checkpoint's reading or writing (a 4 MiB write
+/// buffer and 1 MiB pieces; one hash table's arrays while reading). Measured peak resident
+/// memory exceeds model and data by 12-40 MB (`trainer/tests/cli.rs` checks a run against it).
+const RUN_OVERHEAD: u64 = 96 << 20;
+
+/// Bytes a run of `network` on data of `data_bytes` needs at its peak: the model (see
+/// [`slide::NetworkConfig::estimated_bytes`]; checkpoints stream it and hold no copy), the
+/// data, and [`RUN_OVERHEAD`]. Returns `(model, peak)`.
+fn estimate_bytes(network: &slide::NetworkConfig, data_bytes: u64) -> (u64, u64) {
+    let model = network.estimated_bytes().model();
+    (model, model + data_bytes + RUN_OVERHEAD)
+}
+
+fn available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kb| kb * 1024)
+}
+
+/// Data, network and checkpoint identity for a config, everything checked.
+pub(crate) struct Prepared {
+    pub(crate) loaded: Loaded,
+    pub(crate) net: Network,
+    pub(crate) identity: checkpoint::Identity,
+}
+
+/// Where [`prepare`] says which kernels run and what it loaded.
+pub(crate) enum Log {
+    Stdout,
+    Stderr,
+}
+
+/// Loads the data, checks the memory estimate and builds the network; `restoring` leaves
+/// its LSH tables empty for a checkpoint (which carries them) to fill.
+pub(crate) fn prepare(config: &Config, restoring: bool, log: Log) -> Result<Prepared, Failure> {
+    let input = Failure::Input;
+    let started = Instant::now();
+    let loaded = data::load(&config.data).map_err(input)?;
+    let (features, labels) = (loaded.features, loaded.labels);
+    let last = config.network.layers.last().expect("validated").size;
+    if last != labels {
+        return Err(input(anyhow!(
+            "the last layer has {last} neurons but the data has {labels} labels"
+        )));
+    }
+    let network_config = config.network(features, loaded.train.examples().len());
+    let data_bytes = loaded.train.memory_bytes() + loaded.test.memory_bytes();
+    let (model, peak) = estimate_bytes(&network_config, data_bytes);
+    let limit = config.train.memory_limit_mb * 1_000_000;
+    if limit > 0 && peak > limit {
+        return Err(input(anyhow!(
+            "the run needs about {} MB (model {} MB, data {} MB) but train.memory_limit_mb is {}",
+            peak / 1_000_000,
+            model / 1_000_000,
+            data_bytes / 1_000_000,
+            config.train.memory_limit_mb
+        )));
+    }
+    if let Some(available) = available_bytes()
+        && peak > available
+    {
+        return Err(input(anyhow!(
+            "the run needs about {:.1} GB (model {:.1} GB, data {:.1} GB) but only {:.1} GB of memory is available",
+            peak as f64 / 1e9,
+            model as f64 / 1e9,
+            data_bytes as f64 / 1e9,
+            available as f64 / 1e9
+        )));
+    }
+    let announce = format!(
+        "kernels: {} (CPU: {}; SLIDE_KERNELS=scalar|portable|avx512 overrides)\ndata: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB, the run at most {:.0} MB",
+        slide::kernels::kernels().name,
+        slide::kernels::cpu_features().join(" "),
+        loaded.train.examples().len(),
+        loaded.test.examples().len(),
+        started.elapsed().as_secs_f64(),
+        model as f64 / 1e6,
+        peak as f64 / 1e6
+    );
+    // `predict` keeps standard output for its answers.
+    match log {
+        Log::Stdout => println!("{announce}"),
+        Log::Stderr => eprintln!("{announce}"),
+    }
+    // What a checkpoint must match: the network to be evaluated, every setting to be resumed.
+    let identity = checkpoint::Identity::of(&network_config, config.train.batch_size);
+    let mut net = if restoring {
+        Network::with_empty_tables(network_config)
+    } else {
+        Network::new(network_config)
+    }
+    .map_err(|e| input(e.into()))?;
+    net.set_eval_precision(config.train.eval_precision)
+        .map_err(|e| input(e.into()))?;
+    Ok(Prepared {
+        loaded,
+        net,
+        identity,
+    })
+}

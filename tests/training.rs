@@ -432,10 +432,9 @@ fn a_rebuild_hashes_the_current_weights() {
     );
 }
 
-/// Exact evaluation computes all 300 outputs, LSH evaluation only the sampled 20 (no labels
-/// forced in). Measured after 200 steps: P@1 0.53 exact, 0.50 with LSH (chance: about 0.01).
-#[test]
-fn evaluation_runs_exact_or_sampled() {
+/// 64 samples of 100 features and 300 labels, and a network 100 -> 32 -> 300 (20 outputs
+/// sampled) trained on them for 200 steps of 32.
+fn trained_on_64_samples() -> (slide::SparseExamples, Network) {
     let data = sparse_data(64, 100, 300, 16);
     let mut net = network(
         100,
@@ -447,6 +446,14 @@ fn evaluation_runs_exact_or_sampled() {
         17,
     );
     train(&mut net, &data, 200, 32);
+    (data, net)
+}
+
+/// Exact evaluation computes all 300 outputs, LSH evaluation only the sampled 20 (no labels
+/// forced in). Measured after 200 steps: P@1 0.53 exact, 0.50 with LSH (chance: about 0.01).
+#[test]
+fn evaluation_runs_exact_or_sampled() {
+    let (data, net) = trained_on_64_samples();
     let all: Vec<usize> = (0..64).collect();
     let exact = net
         .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalExact)
@@ -470,17 +477,7 @@ fn evaluation_runs_exact_or_sampled() {
 /// outside them scores higher.
 #[test]
 fn predictions_are_the_best_outputs_and_agree_with_evaluation() {
-    let data = sparse_data(64, 100, 300, 16);
-    let mut net = network(
-        100,
-        vec![
-            input_major(32, Activation::Relu),
-            sampled(300, Activation::Softmax, 20),
-        ],
-        1e-2,
-        17,
-    );
-    train(&mut net, &data, 200, 32);
+    let (data, net) = trained_on_64_samples();
     let all: Vec<usize> = (0..64).collect();
     let mut ws = slide::Workspace::new();
     for mode in [Mode::EvalExact, Mode::EvalLsh] {

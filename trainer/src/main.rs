@@ -5,7 +5,7 @@
 //! slide-train --config configs/quickstart.toml [--set train.epochs=2] [--threads 2]
 //!             [--out runs/quickstart] [--quiet] [--resume CKPT]
 //! slide-train eval --config FILE --checkpoint CKPT [--mode exact|lsh|dense]
-//! slide-train predict --config FILE --checkpoint CKPT [--top-k 5] [--out FILE] [--mode exact|lsh]
+//! slide-train predict --config FILE --checkpoint CKPT [--top-k 5] [--out FILE] [--mode exact|lsh|dense]
 //! slide-train gen-data --preset amazon670k --out DIR [--scale 0.05] [--seed 1] [--train N] [--test N] [--labels N]
 //! slide-train plot runs/latest/metrics.jsonl --out curve.png
 //! ```
@@ -61,57 +61,56 @@ struct TrainArgs {
     resume: Option<PathBuf>,
 }
 
+/// What `eval` and `predict` score: a checkpoint, the config it was trained with, and how.
+#[derive(Debug, Args)]
+struct ScoringArgs {
+    /// The config the checkpoint was trained with.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Override a config value (as for training).
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    overrides: Vec<String>,
+    /// The checkpoint file.
+    #[arg(long, value_name = "CKPT")]
+    checkpoint: PathBuf,
+    /// Which neurons to compute: every output (exact), the outputs the LSH tables pick
+    /// (lsh), or every neuron of every layer (dense).
+    #[arg(long, value_enum, default_value = "exact")]
+    mode: config::EvalMode,
+    /// Only the first N test samples (default: all).
+    #[arg(long, value_name = "N")]
+    samples: Option<usize>,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+}
+
+impl ScoringArgs {
+    /// The config with its overrides, read and checked.
+    fn load(&self) -> Result<config::Config, Failure> {
+        config::load(&config::locate(&self.config), &self.overrides).map_err(Failure::Input)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Evaluate a checkpoint on the config's test set.
     Eval {
-        /// The config the checkpoint was trained with.
-        #[arg(long, value_name = "FILE")]
-        config: PathBuf,
-        /// Override a config value (as for training).
-        #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
-        overrides: Vec<String>,
-        /// The checkpoint file.
-        #[arg(long, value_name = "CKPT")]
-        checkpoint: PathBuf,
-        /// Which neurons to compute.
-        #[arg(long, value_enum, default_value = "exact")]
-        mode: config::EvalMode,
-        /// Evaluate only the first N test samples (default: all).
-        #[arg(long, value_name = "N")]
-        samples: Option<usize>,
-        /// Worker threads (default: one per core).
-        #[arg(long, value_name = "N")]
-        threads: Option<usize>,
+        #[command(flatten)]
+        scoring: ScoringArgs,
     },
     /// Write a checkpoint's best outputs for every sample of the config's test file: one
     /// line per sample, `output:logit` pairs best first (point `data.test` at the file to
     /// predict with `--set`).
     Predict {
-        /// The config the checkpoint was trained with.
-        #[arg(long, value_name = "FILE")]
-        config: PathBuf,
-        /// Override a config value (as for training).
-        #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
-        overrides: Vec<String>,
-        /// The checkpoint file.
-        #[arg(long, value_name = "CKPT")]
-        checkpoint: PathBuf,
+        #[command(flatten)]
+        scoring: ScoringArgs,
         /// Outputs per sample (1-5).
         #[arg(long, value_name = "K", default_value_t = 5)]
         top_k: usize,
         /// The file to write (default: standard output).
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
-        /// Which outputs to score: every one (exact) or those the LSH tables pick (lsh).
-        #[arg(long, value_enum, default_value = "exact")]
-        mode: config::EvalMode,
-        /// Predict only the first N samples (default: all).
-        #[arg(long, value_name = "N")]
-        samples: Option<usize>,
-        /// Worker threads (default: one per core).
-        #[arg(long, value_name = "N")]
-        threads: Option<usize>,
     },
     /// Draw training loss and test P@1 against steps and time from a metrics file (PNG).
     Plot {
@@ -240,37 +239,26 @@ fn run(cli: Cli) -> Result<(), Failure> {
             println!("wrote {}", out.display());
             Ok(())
         }
-        Some(Command::Eval {
-            config,
-            overrides,
-            checkpoint,
-            mode,
-            samples,
-            threads,
-        }) => {
-            let config = config::load(&config::locate(&config), &overrides).map_err(Input)?;
-            let mode = mode.mode();
-            pool(threads)?
-                .install(|| train::evaluate_checkpoint(&config, &checkpoint, mode, samples))
+        Some(Command::Eval { scoring: s }) => {
+            let config = s.load()?;
+            pool(s.threads)?
+                .install(|| {
+                    train::evaluate_checkpoint(&config, &s.checkpoint, s.mode.mode(), s.samples)
+                })
                 .map(|_| ())
         }
         Some(Command::Predict {
-            config,
-            overrides,
-            checkpoint,
+            scoring: s,
             top_k,
             out,
-            mode,
-            samples,
-            threads,
         }) => {
-            let config = config::load(&config::locate(&config), &overrides).map_err(Input)?;
-            let stats = pool(threads)?.install(|| {
+            let config = s.load()?;
+            let stats = pool(s.threads)?.install(|| {
                 predict::predict_checkpoint(
                     &config,
-                    &checkpoint,
-                    mode.mode(),
-                    samples,
+                    &s.checkpoint,
+                    s.mode.mode(),
+                    s.samples,
                     top_k,
                     out.as_deref(),
                 )

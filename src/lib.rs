@@ -102,7 +102,8 @@ pub use layer::{
 };
 pub use network::{Network, NetworkState, StateScalars};
 pub use optimizer::{
-    Adam, AdamConfig, BiasCorrection, LayerGradients, UpdateCounts, UpdateScratch,
+    Adam, AdamConfig, BiasCorrection, Decay, LayerGradients, LrSchedule, UpdateCounts,
+    UpdateScratch,
 };
 pub use slide_lsh as lsh;
 pub use stats::{ActiveSources, EvalStats, PhaseTimes, Recall, StepStats};

@@ -4,10 +4,12 @@
 
 mod adam;
 mod grouping;
+mod schedule;
 
 pub use adam::{Adam, AdamConfig, BiasCorrection};
 pub use grouping::UpdateScratch;
 use grouping::{accumulate_row, bias_gradients};
+pub use schedule::{Decay, LrSchedule};
 
 use crate::error::{Result, config_error};
 use crate::kernels::{ValuesMut, bf16, kernels};

@@ -399,9 +399,10 @@ pub struct TrainConfig {
     /// Stop after this many steps (0: no limit).
     #[serde(default)]
     pub max_steps: u64,
-    /// How the learning rate changes over the run.
+    /// How the learning rate decays over the run: constant (default), cosine or
+    /// exponential ([`slide::Decay`]; [`TrainConfig::schedule`] gives the whole schedule).
     #[serde(default)]
-    pub lr_schedule: LrSchedule,
+    pub lr_schedule: slide::Decay,
     /// The learning rate the cosine schedule ends at.
     #[serde(default)]
     pub lr_min: f32,
@@ -417,40 +418,16 @@ pub struct TrainConfig {
     pub memory_limit_mb: u64,
 }
 
-/// The learning-rate schedule (as PyTorch's `CosineAnnealingLR` and `ExponentialLR`).
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum LrSchedule {
-    /// `lr` throughout.
-    #[default]
-    Constant,
-    /// From `lr` down to `lr_min` along half a cosine over the configured epochs.
-    Cosine,
-    /// `lr * lr_gamma^(epoch - 1)`.
-    Exponential,
-}
-
 impl TrainConfig {
-    /// The learning rate of step `step` (1-based) of a run of `total` steps in `epoch`.
-    pub fn learning_rate(&self, step: u64, total: u64, epoch: usize) -> f32 {
-        let base = match self.lr_schedule {
-            LrSchedule::Constant => f64::from(self.lr),
-            LrSchedule::Cosine => {
-                let progress = (step.saturating_sub(1) as f64 / total.max(1) as f64).min(1.0);
-                let (hi, lo) = (f64::from(self.lr), f64::from(self.lr_min));
-                lo + 0.5 * (hi - lo) * (1.0 + (std::f64::consts::PI * progress).cos())
-            }
-            LrSchedule::Exponential => {
-                f64::from(self.lr) * f64::from(self.lr_gamma).powi(epoch as i32 - 1)
-            }
-        };
-        let warm = if step <= self.warmup_steps {
-            step as f64 / self.warmup_steps as f64
-        } else {
-            1.0
-        };
-        // Never exactly 0: the optimizer takes positive rates only.
-        (base * warm).max(1e-12) as f32
+    /// The run's learning-rate schedule, the core's type.
+    pub fn schedule(&self) -> slide::LrSchedule {
+        slide::LrSchedule {
+            lr: self.lr,
+            decay: self.lr_schedule,
+            lr_min: self.lr_min,
+            lr_gamma: self.lr_gamma,
+            warmup_steps: self.warmup_steps,
+        }
     }
 }
 
@@ -951,25 +928,33 @@ mod tests {
         }
     }
 
+    /// The TOML keys reach the core's schedule; a factor above 1 is refused.
     #[test]
     fn learning_rate_schedules() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/mnist.toml");
-        let mut config = load(&path, &[]).unwrap();
+        let sets = [
+            "train.lr=0.01",
+            "train.lr_schedule=\"cosine\"",
+            "train.lr_min=0.001",
+            "train.lr_gamma=0.5",
+            "train.warmup_steps=10",
+        ];
+        let overrides: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let mut config = load(&path, &overrides).unwrap();
         let t = &mut config.train;
-        t.lr = 0.01;
-        t.lr_schedule = LrSchedule::Constant;
-        assert_eq!(t.learning_rate(500, 1000, 3), 0.01);
-        t.lr_schedule = LrSchedule::Cosine;
-        t.lr_min = 0.001;
-        assert_eq!(t.learning_rate(1, 1000, 1), 0.01);
-        assert!((t.learning_rate(501, 1000, 1) - 0.0055).abs() < 1e-7);
-        assert!((t.learning_rate(1001, 1000, 1) - 0.001).abs() < 1e-7);
-        t.lr_schedule = LrSchedule::Exponential;
-        t.lr_gamma = 0.5;
-        assert_eq!(t.learning_rate(7, 1000, 3), 0.0025);
-        t.warmup_steps = 10;
-        assert_eq!(t.learning_rate(5, 1000, 1), 0.005);
-        assert!(t.learning_rate(0, 1000, 1) > 0.0);
+        let schedule = t.schedule();
+        assert_eq!(
+            schedule,
+            slide::LrSchedule {
+                lr: 0.01,
+                decay: slide::Decay::Cosine,
+                lr_min: 0.001,
+                lr_gamma: 0.5,
+                warmup_steps: 10
+            }
+        );
+        // Half-way through the warm-up, the cosine still at its start (0.0099996).
+        assert!((schedule.rate(5, 1000, 1) - 0.005).abs() < 1e-6);
         t.lr_gamma = 1.5;
         assert!(
             config

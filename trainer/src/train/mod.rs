@@ -174,6 +174,7 @@ pub fn run(
     };
 
     let t = &config.train;
+    let schedule = t.schedule();
     let mut order: Vec<usize> = (0..train.len()).collect();
     let mut eval_order: Vec<usize> = (0..test.len()).collect();
     let eval_mode = t.eval_mode.mode();
@@ -230,7 +231,7 @@ pub fn run(
                     checkpoint_dir.display()
                 ))
             };
-            let lr = t.learning_rate(this_step, schedule_steps, epoch);
+            let lr = schedule.rate(this_step, schedule_steps, epoch);
             net.set_learning_rate(lr)
                 .map_err(|e| Failure::Training(e.into()))?;
             match net.train_step_with(&mut ws, train, batch, &mut stats) {

@@ -8,9 +8,8 @@ use std::time::Instant;
 use anyhow::Context;
 use slide::Mode;
 
-use crate::checkpoint;
 use crate::config::Config;
-use crate::train::{Failure, Log, Prepared, prepare};
+use crate::train::{Failure, Log, restored};
 
 /// What [`predict_checkpoint`] measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,13 +43,7 @@ pub fn predict_checkpoint(
             "--top-k must be between 1 and 5, not {top_k}"
         )));
     }
-    let Prepared {
-        loaded,
-        mut net,
-        identity,
-    } = prepare(config, true, Log::Stderr)?;
-    checkpoint::load(path, &mut net, &identity, checkpoint::Require::Network)
-        .map_err(Failure::Input)?;
+    let (loaded, net) = restored(config, path, Log::Stderr)?;
     let test = loaded.test.examples();
     let batch: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
     let started = Instant::now();

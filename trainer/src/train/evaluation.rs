@@ -10,8 +10,7 @@ use slide::lsh::mix64;
 use slide::{EvalStats, Examples, Mode, Network, Workspace};
 
 use super::metrics::{RecallRecord, collapsed};
-use super::{Failure, Log, Prepared, prepare};
-use crate::checkpoint;
+use super::{Failure, Log, restored};
 use crate::config::{Config, TrainConfig};
 
 /// Test samples probed for retrieval recall.
@@ -112,13 +111,7 @@ pub fn evaluate_checkpoint(
     mode: Mode,
     samples: Option<usize>,
 ) -> Result<(EvalStats, f64), Failure> {
-    let Prepared {
-        loaded,
-        mut net,
-        identity,
-    } = prepare(config, true, Log::Stdout)?;
-    checkpoint::load(path, &mut net, &identity, checkpoint::Require::Network)
-        .map_err(Failure::Input)?;
+    let (loaded, net) = restored(config, path, Log::Stdout)?;
     let test = loaded.test.examples();
     let all: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
     let started = Instant::now();

@@ -24,7 +24,8 @@ mod prepare;
 pub use evaluation::evaluate_checkpoint;
 pub use metrics::peak_resident_mib;
 use metrics::{Record, format_record, occupancy, resident_mib, sampling_summary, sources};
-pub(crate) use prepare::{Log, Prepared, prepare};
+pub(crate) use prepare::{Log, restored};
+use prepare::{Prepared, prepare};
 
 /// Why a run stopped early: bad input (exit 2) or a failure while training (exit 1).
 #[derive(Debug)]

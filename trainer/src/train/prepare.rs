@@ -1,5 +1,6 @@
 //! Before a run: the data loaded, the memory estimate checked, the network built.
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::anyhow;
@@ -39,6 +40,23 @@ pub(crate) struct Prepared {
     pub(crate) loaded: Loaded,
     pub(crate) net: Network,
     pub(crate) identity: checkpoint::Identity,
+}
+
+/// The data and the network of `config` with the checkpoint at `path` loaded into it (its
+/// network must match; its training settings need not): what `eval` and `predict` score.
+pub(crate) fn restored(
+    config: &Config,
+    path: &Path,
+    log: Log,
+) -> Result<(Loaded, Network), Failure> {
+    let Prepared {
+        loaded,
+        mut net,
+        identity,
+    } = prepare(config, true, log)?;
+    checkpoint::load(path, &mut net, &identity, checkpoint::Require::Network)
+        .map_err(Failure::Input)?;
+    Ok((loaded, net))
 }
 
 /// Where [`prepare`] says which kernels run and what it loaded.

@@ -70,14 +70,7 @@ fn main() {
         bucket_capacity: 128,
         policy: BucketPolicy::Reservoir,
         sampling: Sampling::top_k(active).with_min_active(active),
-        log_q: false,
-        shared_negatives: 0,
-        shared_shift: 0.0,
-        center_queries: false,
-        shared_pool: 0,
-        exact_picks: false,
-        warmup_random: 0,
-        warmup_steps: 0,
+        ..Default::default()
     });
     let mut net = Network::new(NetworkConfig {
         input_dim: 784,

@@ -122,7 +122,8 @@ impl NetworkConfig {
     /// for sampled layers,
     /// `.lsh.family`, `.lsh.params`, `.lsh.bucket_capacity`, `.lsh.policy`, `.lsh.sampling`,
     /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, `.lsh.shared_pool` (if
-    /// above `shared_negatives`), `.lsh.shared_shift` (if not 0), `.lsh.exact_picks` (if
+    /// above `shared_negatives`), `.lsh.shared_shift` (if not 0), `.lsh.shared_refresh` (if
+    /// not 8), `.lsh.exact_picks` (if
     /// set), `.lsh.warmup_random` and `.lsh.warmup_steps` (if not 0), then `adam` and
     /// `rebuild`. Checkpoints record it, so a resume can name the settings that changed.
     pub fn describe(&self) -> Vec<(String, String)> {
@@ -159,6 +160,9 @@ impl NetworkConfig {
                 if lsh.shared_shift != 0.0 {
                     put("lsh.shared_shift", lsh.shared_shift.to_string());
                 }
+                if lsh.shared_refresh != crate::layer::DEFAULT_SHARED_REFRESH {
+                    put("lsh.shared_refresh", lsh.shared_refresh.to_string());
+                }
                 if lsh.exact_picks {
                     put("lsh.exact_picks", "true".to_string());
                 }
@@ -176,7 +180,7 @@ impl NetworkConfig {
     /// A stable hash of what a trained model's state depends on to be read back and
     /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
     /// each layer's size, activation, layout and LSH settings. Not the optimizer, the
-    /// rebuild schedule, the initialisation, the shared negatives' shift, the exact-picks
+    /// rebuild schedule, the initialisation, the shared negatives' shift and refresh period, the exact-picks
     /// ablation, the warm-up's random ids or the precision of weights and moments, which only shape training (a
     /// layer reads a state file's values in either precision).
     pub fn architecture_hash(&self) -> u64 {
@@ -189,6 +193,7 @@ impl NetworkConfig {
                     || key.ends_with(".moments")
                     || key.ends_with(".weights")
                     || key.ends_with(".shared_shift")
+                    || key.ends_with(".shared_refresh")
                     || key.ends_with(".exact_picks")
                     || key.contains(".warmup_"))
             })
@@ -332,14 +337,8 @@ mod tests {
             bucket_capacity: 64,
             policy: BucketPolicy::Fifo,
             sampling: Sampling::vanilla().with_budget(100),
-            log_q: false,
             shared_negatives: 16,
-            shared_shift: 0.0,
-            center_queries: false,
-            shared_pool: 0,
-            exact_picks: false,
-            warmup_random: 0,
-            warmup_steps: 0,
+            ..Default::default()
         }
     }
 

@@ -9,28 +9,10 @@ use crate::data::Examples;
 use crate::error::Result;
 use crate::kernels::kernels;
 use crate::layer::{Mode, WeightLayout};
-use crate::network::Network;
+use crate::network::{EvalPrecision, Network};
 use crate::stats::{EvalStats, Recall};
 use crate::top5::Top5;
 use crate::workspace::{Workspace, layer_input};
-
-/// How exact evaluation scores every output of the output layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Deserialize, serde::Serialize),
-    serde(rename_all = "kebab-case")
-)]
-pub enum EvalPrecision {
-    /// f32 products (matrixmultiply's sgemm).
-    #[default]
-    F32,
-    /// Inputs and weights rounded to BF16, products summed in f32 by AVX512-BF16's
-    /// `vdpbf16ps` (twice the multiply-adds per instruction); the weights are converted a
-    /// block of rows at a time, so it needs no second copy of the layer. Scores differ from
-    /// f32 ones by BF16's rounding of each factor (about 0.4%), which can swap near ties.
-    Bf16,
-}
 
 /// Samples an evaluation pass holds at once: the output weights are read once per block, so
 /// larger blocks read them less often (at 670K outputs, 1,024 measured 10% faster than 256).

@@ -42,14 +42,7 @@
 //!         bucket_capacity: 64,
 //!         policy: BucketPolicy::Fifo,
 //!         sampling: Sampling::vanilla().with_min_active(16),
-//!         log_q: false,
-//!         shared_negatives: 0,
-//!         shared_shift: 0.0,
-//!         center_queries: false,
-//!         shared_pool: 0,
-//!         exact_picks: false,
-//!         warmup_random: 0,
-//!         warmup_steps: 0,
+//!         ..Default::default()
 //!     }),
 //!     moments: Default::default(),
 //!     weights: Default::default(),
@@ -94,13 +87,13 @@ pub mod workspace;
 pub use config::{NetworkConfig, RebuildSchedule};
 pub use data::{DenseExamples, Examples, SparseExamples};
 pub use error::{Result, SlideError};
-pub use eval::{EVAL_BLOCK, EvalPrecision};
+pub use eval::EVAL_BLOCK;
 pub use layer::{
     Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
     Precision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, WeightLayout,
     sample_rng,
 };
-pub use network::{Network, NetworkState, StateScalars};
+pub use network::{EvalPrecision, Network, NetworkState, StateScalars};
 pub use optimizer::{
     Adam, AdamConfig, BiasCorrection, Decay, LayerGradients, LrSchedule, UpdateCounts,
     UpdateScratch,

@@ -9,7 +9,6 @@ use slide_lsh::mix64;
 
 use crate::config::{NetworkConfig, RebuildSchedule};
 use crate::error::{Result, SlideError, config_error};
-use crate::eval::EvalPrecision;
 use crate::layer::MemorySource as LayerMemory;
 use crate::layer::{Elem, LayerState, SparseLayer, StateSource, StateTensor};
 use crate::optimizer::Adam;
@@ -40,6 +39,24 @@ pub struct StateScalars {
     pub rebuild_period: f64,
     /// Per layer, its tables' generation (`None` for layers without LSH).
     pub generations: Vec<Option<u64>>,
+}
+
+/// How exact evaluation scores every output of the output layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case")
+)]
+pub enum EvalPrecision {
+    /// f32 products (matrixmultiply's sgemm).
+    #[default]
+    F32,
+    /// Inputs and weights rounded to BF16, products summed in f32 by AVX512-BF16's
+    /// `vdpbf16ps` (twice the multiply-adds per instruction); the weights are converted a
+    /// block of rows at a time, so it needs no second copy of the layer. Scores differ from
+    /// f32 ones by BF16's rounding of each factor (about 0.4%), which can swap near ties.
+    Bf16,
 }
 
 /// Where training stands: steps taken and the rebuild schedule's position.

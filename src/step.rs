@@ -18,10 +18,6 @@ use crate::stats::{ActiveSources, PhaseTimes, StepStats};
 use crate::top5::Top5;
 use crate::workspace::{NetworkBatch, SampleState, Workspace, layer_input};
 
-/// Steps between recomputations of the shared negatives (also recomputed at every rebuild):
-/// one scoring of the layer against one vector, about 2% of a step at 670K outputs.
-const SHARED_REFRESH: u64 = 8;
-
 /// How a batch's samples are run.
 #[derive(Clone, Copy)]
 pub(crate) struct Pass<'a> {
@@ -230,13 +226,9 @@ impl Network {
             stats.multiply_adds += counts.multiply_adds;
         }
         stats.times.update = started.elapsed();
-        let (refresh, rebuild) = self.advance_step();
+        let rebuild = self.advance_step();
         let started = Instant::now();
-        if refresh || rebuild {
-            self.refresh_mean_inputs(ws, data, batch);
-        } else {
-            self.rescore_shared_negatives(ws, data, batch);
-        }
+        self.refresh_mean_inputs(ws, data, batch, rebuild);
         stats.times.rebuild = started.elapsed();
         if rebuild {
             let started = Instant::now();
@@ -247,9 +239,9 @@ impl Network {
         Ok(())
     }
 
-    /// Counts a step taken; returns whether the mean-input derivations are due for a
-    /// refresh and whether the tables are due for a rebuild (which moves the schedule on).
-    fn advance_step(&mut self) -> (bool, bool) {
+    /// Counts a step taken; returns whether the tables are due for a rebuild (which moves
+    /// the schedule on).
+    fn advance_step(&mut self) -> bool {
         let step = self.schedule.step + 1;
         self.schedule.step = step;
         let (layers, _) = self.layers_and_adam();
@@ -259,17 +251,32 @@ impl Network {
         if rebuild {
             self.schedule.advance(self.config().rebuild);
         }
-        (step.is_multiple_of(SHARED_REFRESH), rebuild)
+        rebuild
     }
 
     /// Refreshes what each LSH layer derives from the mean of its inputs over the batch
-    /// just trained on: its shared negatives and its query center (see
-    /// [`LshConfig`](crate::LshConfig)).
-    fn refresh_mean_inputs(&mut self, ws: &mut Workspace, data: &dyn Examples, batch: &[usize]) {
+    /// just trained on (its shared negatives and its query center, see
+    /// [`LshConfig`](crate::LshConfig)) when a rebuild follows or its
+    /// [`shared_refresh`](crate::LshConfig::shared_refresh) period has passed; the output
+    /// layer's shared negatives are re-ranked instead otherwise.
+    fn refresh_mean_inputs(
+        &mut self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+        rebuild: bool,
+    ) {
+        let (step, last) = (self.schedule.step, self.layers().len() - 1);
         for l in 0..self.layers().len() {
-            if self.layers()[l].uses_mean_input() {
+            let layer = &self.layers()[l];
+            if !layer.uses_mean_input() {
+                continue;
+            }
+            if rebuild || layer.mean_input_due(step) {
                 self.batch_mean_input(ws, data, batch, l);
                 self.layer_mut(l).refresh_mean_input(&ws.mean);
+            } else if l == last {
+                self.rescore_shared_negatives(ws, data, batch);
             }
         }
     }

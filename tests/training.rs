@@ -782,9 +782,6 @@ fn resumable_config(seed: u64) -> NetworkConfig {
             shared_negatives: 3,
             center_queries: true,
             shared_pool: 6,
-            exact_picks: false,
-            warmup_random: 0,
-            warmup_steps: 0,
             ..l
         });
         vec![input_major(24, Activation::Relu), output]

@@ -112,14 +112,7 @@ impl Recipe {
             bucket_capacity: 128,
             policy: BucketPolicy::Fifo,
             sampling: sampling.with_min_active(self.budget),
-            log_q: false,
-            shared_negatives: 0,
-            shared_shift: 0.0,
-            center_queries: false,
-            shared_pool: 0,
-            exact_picks: false,
-            warmup_random: 0,
-            warmup_steps: 0,
+            ..Default::default()
         }
     }
 }

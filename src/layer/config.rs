@@ -129,8 +129,8 @@ pub struct LshConfig {
     pub log_q: bool,
     /// This many neurons that score highest for the mean input of the latest training
     /// batch join every sample's active set, in training and in LSH-mode evaluation. A
-    /// [`Network`](crate::Network) scores every neuron for them every 8 steps and at every
-    /// table rebuild, and in between re-ranks them with the labels of the batch it just
+    /// [`Network`](crate::Network) scores every neuron for them every
+    /// [`shared_refresh`](Self::shared_refresh) steps and at every table rebuild, and in between re-ranks them with the labels of the batch it just
     /// trained (an output layer; see [`SparseLayer::rescore_shared`](crate::SparseLayer::rescore_shared)).
     /// In an output layer fed by ReLU units every input shares a positive mean direction,
     /// and outputs aligned with it ("hubs") score high for every input; dense training
@@ -166,6 +166,15 @@ pub struct LshConfig {
     /// negatives from a pool".
     #[cfg_attr(feature = "serde", serde(default))]
     pub shared_pool: usize,
+    /// Training steps between two scorings of every neuron for the batch's mean input,
+    /// which choose the shared negatives (or their pool) anew; in between they are
+    /// re-ranked with the latest batch's labels. One scoring reads the whole weight
+    /// matrix, about as many bytes as one step of 128 samples reads and writes with a
+    /// 1,024-wide input and 387 active outputs per sample, so wide layers with small active sets
+    /// refresh less often: 32 steps there train 13% faster than 8 at the same P@1
+    /// (docs/label-trees.md, "A wide hidden layer"). Default 8.
+    #[cfg_attr(feature = "serde", serde(default = "default_shared_refresh"))]
+    pub shared_refresh: u64,
     /// Hash each input minus the mean input of a recent training batch (refreshed with the
     /// shared negatives) instead of the input itself. Rank-based families (WTA, DWTA) then
     /// see which coordinates are high for this input rather than which are high for every
@@ -193,6 +202,49 @@ pub struct LshConfig {
     /// How many training steps [`warmup_random`](Self::warmup_random) lasts.
     #[cfg_attr(feature = "serde", serde(default))]
     pub warmup_steps: u64,
+}
+
+/// [`LshConfig::shared_refresh`]'s default.
+pub const DEFAULT_SHARED_REFRESH: u64 = 8;
+
+#[cfg(feature = "serde")]
+fn default_shared_refresh() -> u64 {
+    DEFAULT_SHARED_REFRESH
+}
+
+impl Default for LshConfig {
+    /// DWTA with bins of 8, `K` 4, `L` 16, `range_pow` 12 (4,096 buckets), 128 ids per
+    /// bucket (FIFO), vanilla sampling (the union of the buckets), and every correction,
+    /// shared negative and warm-up off. Set what differs:
+    ///
+    /// ```
+    /// use slide::LshConfig;
+    /// use slide::lsh::Sampling;
+    /// let lsh = LshConfig { sampling: Sampling::top_k(256), log_q: true, ..Default::default() };
+    /// assert_eq!(lsh.shared_refresh, 8);
+    /// ```
+    fn default() -> Self {
+        LshConfig {
+            family: FamilyKind::Dwta { bin_size: 8 },
+            params: LshParams {
+                k: 4,
+                l: 16,
+                range_pow: 12,
+            },
+            bucket_capacity: 128,
+            policy: BucketPolicy::Fifo,
+            sampling: Sampling::vanilla(),
+            log_q: false,
+            shared_negatives: 0,
+            shared_shift: 0.0,
+            shared_pool: 0,
+            shared_refresh: DEFAULT_SHARED_REFRESH,
+            center_queries: false,
+            exact_picks: false,
+            warmup_random: 0,
+            warmup_steps: 0,
+        }
+    }
 }
 
 impl LshConfig {
@@ -244,6 +296,12 @@ impl LshConfig {
                     "warmup_random ({}) and warmup_steps ({}) go together: both 0 or neither",
                     self.warmup_random, self.warmup_steps
                 ),
+            ));
+        }
+        if self.shared_refresh == 0 {
+            return Err(crate::error::config_error(
+                "lsh",
+                "shared_refresh must be at least 1 step".to_string(),
             ));
         }
         if self.shared_pool > 0 && self.shared_negatives == 0 {

@@ -60,7 +60,9 @@ use slide_lsh::{CodeBuffer, HashTables, LshFamily, QueryScratch, Sampling, Table
 
 pub(crate) use config::BlockLayout;
 use config::WEIGHTS;
-pub use config::{Activation, Init, LayerConfig, LshConfig, Mode, Precision, WeightLayout};
+pub use config::{
+    Activation, DEFAULT_SHARED_REFRESH, Init, LayerConfig, LshConfig, Mode, Precision, WeightLayout,
+};
 pub(crate) use passes::{rank_key, ranks_before};
 pub(crate) use state::MemorySource;
 pub use state::{Elem, LayerState, StateSource, StateTensor};
@@ -105,6 +107,8 @@ pub(crate) struct LshState {
     /// `rank_key`), kept for its capacity.
     pub(crate) rescored: Vec<u64>,
     pub(crate) center_queries: bool,
+    /// See [`LshConfig::shared_refresh`].
+    pub(crate) shared_refresh: u64,
     /// See [`LshConfig::exact_picks`].
     pub(crate) exact_picks: bool,
     /// The configured `sampling.random_extra` and the warm-up's (see
@@ -255,6 +259,7 @@ impl SparseLayer {
                 pool_bias: Vec::new(),
                 rescored: Vec::new(),
                 center_queries: lsh.center_queries,
+                shared_refresh: lsh.shared_refresh,
                 exact_picks: lsh.exact_picks,
                 random_extra: lsh.sampling.random_extra,
                 warmup_random: lsh.warmup_random,
@@ -603,6 +608,14 @@ impl SparseLayer {
         self.lsh
             .as_ref()
             .is_some_and(|l| l.shared_negatives > 0 || l.center_queries)
+    }
+
+    /// Whether what the layer derives from the mean input is due for a refresh after
+    /// `step` training steps (see [`LshConfig::shared_refresh`]).
+    pub(crate) fn mean_input_due(&self, step: u64) -> bool {
+        self.lsh
+            .as_ref()
+            .is_some_and(|l| step.is_multiple_of(l.shared_refresh))
     }
 }
 

@@ -55,14 +55,7 @@ pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> Lay
             sampling: Sampling::vanilla()
                 .with_budget(min_active)
                 .with_min_active(min_active),
-            log_q: false,
-            shared_negatives: 0,
-            shared_shift: 0.0,
-            center_queries: false,
-            shared_pool: 0,
-            exact_picks: false,
-            warmup_random: 0,
-            warmup_steps: 0,
+            ..Default::default()
         }),
         moments: Default::default(),
         weights: Default::default(),

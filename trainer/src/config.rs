@@ -231,6 +231,11 @@ pub struct LshSection {
     /// `slide::LshConfig::shared_pool`). 0: the same shared negatives for every sample.
     #[serde(default)]
     pub shared_pool: usize,
+    /// Training steps between two scorings of every output for the batch's mean input,
+    /// which choose the shared negatives or their pool (see
+    /// `slide::LshConfig::shared_refresh`).
+    #[serde(default = "default_shared_refresh")]
+    pub shared_refresh: u64,
     /// Hash each input minus the mean input of a recent batch.
     #[serde(default)]
     pub center_queries: bool,
@@ -429,6 +434,10 @@ impl TrainConfig {
             warmup_steps: self.warmup_steps,
         }
     }
+}
+
+fn default_shared_refresh() -> u64 {
+    slide::layer::DEFAULT_SHARED_REFRESH
 }
 
 fn default_lr_gamma() -> f32 {
@@ -759,6 +768,7 @@ fn layer_config(layer: &LayerSection, steps_per_epoch: f64) -> LayerConfig {
                 } else {
                     lsh.warmup_steps
                 },
+                shared_refresh: lsh.shared_refresh,
             }
         }),
         moments: layer.moments,
@@ -845,8 +855,9 @@ mod tests {
         );
     }
 
-    /// The shared negatives' shift and pool reach the core's LSH config; a shift outside
-    /// [0, 1] or a pool wider than the layer is refused when the config is loaded.
+    /// The shared negatives' shift, pool and refresh period reach the core's LSH config
+    /// (the period is 8 steps unless set); a shift outside [0, 1], a pool wider than the
+    /// layer or a period of 0 is refused when the config is loaded.
     #[test]
     fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
         let path =
@@ -854,6 +865,15 @@ mod tests {
         let shipped = load(&path, &[]).unwrap().network(135_909, 20_000);
         let lsh = shipped.layers[1].lsh.unwrap();
         assert_eq!((lsh.shared_shift, lsh.shared_pool), (0.5, 2048));
+        assert_eq!(lsh.shared_refresh, 32);
+        let mnist = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/mnist.toml");
+        let unset = load(&mnist, &[]).unwrap().network(784, 60_000).layers[0].lsh;
+        assert_eq!(unset.unwrap().shared_refresh, 8);
+        let err = load(&path, &["network.layers.1.lsh.shared_refresh=0".into()]).unwrap_err();
+        assert!(
+            format!("{err:#}").ends_with("shared_refresh must be at least 1 step"),
+            "{err:#}"
+        );
         let err = load(&path, &["network.layers.1.lsh.shared_shift=1.5".into()]).unwrap_err();
         assert!(
             format!("{err:#}").ends_with("shared_shift must be in [0, 1], got 1.5"),
@@ -892,7 +912,7 @@ mod tests {
         assert_eq!(warm(&[], 100_000), (0, 128, 391));
         assert_eq!(warm(&[], 10), (0, 128, 1));
         let uniform = ["network.layers.1.lsh.uniform=true".into()];
-        assert_eq!(warm(&uniform, 20_000), (1024, 128, 78));
+        assert_eq!(warm(&uniform, 20_000), (256, 128, 78));
         let in_steps = [
             "network.layers.1.lsh.warmup_epochs=0".into(),
             "network.layers.1.lsh.warmup_steps=100".into(),

@@ -92,14 +92,7 @@ fn lsh(o: &Options) -> LshConfig {
         sampling: Sampling::vanilla()
             .with_budget(o.active)
             .with_min_active(o.active),
-        log_q: false,
-        shared_negatives: 0,
-        shared_shift: 0.0,
-        center_queries: false,
-        shared_pool: 0,
-        exact_picks: false,
-        warmup_random: 0,
-        warmup_steps: 0,
+        ..Default::default()
     }
 }
 

@@ -11,7 +11,7 @@
 //! ```text
 //! cargo run --release -p slide-benches --bin trainer_bench -- \
 //!     [--config amazon670k-synthetic.toml] [--data datasets/generated/a670k-20k] \
-//!     [--epochs 3] [--eval-samples 2000] [--checkpoints 2] [--threads 2] \
+//!     [--epochs 2] [--eval-samples 2000] [--checkpoints 2] [--threads 2] \
 //!     [--csv benches/results/trainer.csv] [--label NAME] [--set SECTION.KEY=VALUE]...
 //! ```
 //!
@@ -44,7 +44,7 @@ fn parse() -> Result<Options, String> {
     let mut o = Options {
         config: PathBuf::from("amazon670k-synthetic.toml"),
         data: PathBuf::from("datasets/generated/a670k-20k"),
-        epochs: 3,
+        epochs: 2,
         eval_samples: 2000,
         checkpoints: 2,
         threads: 2,

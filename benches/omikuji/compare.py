@@ -14,8 +14,7 @@ Not part of the build or CI; needs `pip install omikuji matplotlib` and a releas
     python3 benches/omikuji/compare.py --data datasets/generated/a670k-20k --train 20000
     python3 benches/omikuji/compare.py --data datasets/generated/a100k-20k --train 20000 \
         --labels 100000
-    python3 benches/omikuji/compare.py --data datasets/generated/a670k-full --train 490449 \
-        --epochs 2
+    python3 benches/omikuji/compare.py --data datasets/generated/a670k-490k --train 490449
 A `--data` folder without `train.txt` is first filled by `slide-train gen-data --preset
 amazon670k` with `--train`, `--test` and `--labels` (seed 1).
 """
@@ -108,7 +107,7 @@ def main():
     p.add_argument('--test', type=int, default=6400, help='test samples to generate')
     p.add_argument('--labels', type=int, default=670091)
     p.add_argument('--features', type=int, default=135909)
-    p.add_argument('--epochs', type=int, default=3, help="slide's epochs")
+    p.add_argument('--epochs', type=int, help="slide's epochs (default: the config's)")
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--config', default='amazon670k-synthetic.toml', help="slide's config")
     p.add_argument('--set', action='append', default=[], metavar='SECTION.KEY=VALUE',
@@ -154,8 +153,10 @@ def main():
     # slide: every epoch ends with an exact evaluation of the whole test file.
     sets = [f'data.train="{train}"', f'data.test="{test}"', f'data.labels={a.labels}',
             f'data.features={a.features}', f'network.layers.1.size={a.labels}',
-            f'train.epochs={a.epochs}', 'train.eval_every=0', 'train.eval_samples=0',
+            'train.eval_every=0', 'train.eval_samples=0',
             'checkpoint.every=0', 'checkpoint.at_end=false'] + a.set
+    if a.epochs is not None:
+        sets.append(f'train.epochs={a.epochs}')
     out = os.path.join(work, 'slide')
     cmd = [slide, '--config', a.config, '--threads', str(a.threads), '--out', out]
     for s in sets:

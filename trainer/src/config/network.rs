@@ -1,0 +1,162 @@
+//! The translation of a validated config into the core's types: [`Config::network`] with
+//! each layer's [`LayerConfig`] and [`LshConfig`].
+
+use anyhow::{Result, bail};
+use slide::lsh::{FamilyKind, LshParams, Projection, Sampling, Strategy};
+use slide::{AdamConfig, Init, LayerConfig, LshConfig, NetworkConfig, RebuildSchedule};
+
+use super::{Config, FamilyName, InitName, LayerSection, LshSection, StrategyName};
+
+impl LshSection {
+    /// The core's family with its settings from the flat keys (`family`, `bin_size`,
+    /// `density`, `bits`).
+    fn family(&self) -> FamilyKind {
+        match self.family {
+            FamilyName::Simhash => FamilyKind::SimHash(Projection::Sparse {
+                density: self.density,
+            }),
+            FamilyName::SimhashGaussian => FamilyKind::SimHash(Projection::Gaussian),
+            FamilyName::Wta => FamilyKind::Wta {
+                bin_size: self.bin_size,
+            },
+            FamilyName::Dwta => FamilyKind::Dwta {
+                bin_size: self.bin_size,
+            },
+            FamilyName::Minhash => FamilyKind::MinHash { bits: self.bits },
+        }
+    }
+
+    /// `K`, `L`, `range_pow` and the bucket capacity for a layer of `width` neurons: as
+    /// given, or tuned from the budget when `k`, `l` and `range_pow` are all left out.
+    pub fn resolve(&self, width: usize) -> Result<(LshParams, usize)> {
+        match (self.k, self.l, self.range_pow) {
+            (Some(k), Some(l), Some(range_pow)) => Ok((
+                LshParams { k, l, range_pow },
+                self.bucket_capacity.unwrap_or_else(default_bucket_capacity),
+            )),
+            (None, None, None) => {
+                let Some(budget) = self.budget else {
+                    bail!("k, l and range_pow are tuned from budget, which is missing");
+                };
+                let bits = self.family().bits_per_code()?;
+                let tuned = slide::lsh::tune_for_budget(width, budget, bits)?;
+                Ok((
+                    tuned.params,
+                    self.bucket_capacity.unwrap_or(tuned.bucket_capacity),
+                ))
+            }
+            _ => bail!("give all of k, l and range_pow, or none of them (tuned from budget)"),
+        }
+    }
+}
+
+fn default_bucket_capacity() -> usize {
+    128
+}
+
+impl Config {
+    /// The core network config for `input_dim` inputs and a training set of
+    /// `train_samples` (which turns a warm-up given in epochs into steps: `warmup_epochs`
+    /// times the steps of an epoch, rounded down, at least 1). The last layer's size must be
+    /// the number of labels; the core validates the rest.
+    pub fn network(&self, input_dim: usize, train_samples: usize) -> NetworkConfig {
+        let t = &self.train;
+        let steps_per_epoch = train_samples.div_ceil(t.batch_size.max(1)) as f64;
+        NetworkConfig {
+            input_dim,
+            layers: self
+                .network
+                .layers
+                .iter()
+                .map(|layer| layer_config(layer, steps_per_epoch))
+                .collect(),
+            adam: AdamConfig {
+                lr: t.lr,
+                beta1: t.beta1,
+                beta2: t.beta2,
+                eps: t.eps,
+                bias_correction: t.bias_correction,
+            },
+            rebuild: if t.rebuild_growth > 1.0 {
+                RebuildSchedule::Exponential {
+                    first: t.rebuild_every,
+                    growth: t.rebuild_growth,
+                }
+            } else {
+                RebuildSchedule::Fixed {
+                    every: t.rebuild_every,
+                }
+            },
+            seed: t.seed,
+        }
+    }
+}
+
+/// [`LshSection::resolve`] of a validated config.
+fn resolved(lsh: &LshSection, width: usize) -> (LshParams, usize) {
+    lsh.resolve(width)
+        .expect("Config::validate resolved every layer")
+}
+
+/// `layer` as the core's config, a warm-up in epochs taken as that many of `steps_per_epoch`.
+pub(super) fn layer_config(layer: &LayerSection, steps_per_epoch: f64) -> LayerConfig {
+    LayerConfig {
+        out_dim: layer.size,
+        activation: layer.activation,
+        layout: layer.layout,
+        init: match (layer.init, layer.init_scale) {
+            (InitName::Glorot, _) => Init::Glorot,
+            (InitName::FanIn, _) => Init::FanIn,
+            (InitName::Normal, scale) => Init::Normal {
+                std: scale.unwrap_or(1.0),
+            },
+            (InitName::Uniform, scale) => Init::Uniform {
+                bound: scale.unwrap_or(1.0),
+            },
+        },
+        lsh: layer.lsh.as_ref().map(|lsh| {
+            let (params, bucket_capacity) = resolved(lsh, layer.size);
+            LshConfig {
+                family: lsh.family(),
+                params,
+                bucket_capacity,
+                policy: lsh.policy,
+                sampling: Sampling {
+                    strategy: match lsh.strategy {
+                        StrategyName::Vanilla => Strategy::Vanilla,
+                        StrategyName::TopK if lsh.uniform => Strategy::Vanilla,
+                        StrategyName::TopK => Strategy::TopK {
+                            k: lsh.budget.unwrap_or(1),
+                        },
+                        StrategyName::Threshold => Strategy::Threshold {
+                            min_hits: lsh.min_hits.unwrap_or(1),
+                        },
+                    },
+                    budget: if lsh.uniform { Some(0) } else { lsh.budget },
+                    min_active: lsh.min_active,
+                    random_extra: lsh.uniform_negatives
+                        + if lsh.uniform {
+                            lsh.budget.unwrap_or(0)
+                        } else {
+                            0
+                        },
+                },
+                log_q: lsh.log_q,
+                shared_negatives: lsh.shared_negatives,
+                shared_shift: lsh.shared_shift,
+                shared_pool: lsh.shared_pool,
+                center_queries: lsh.center_queries,
+                exact_picks: lsh.exact_picks,
+                warmup_random: lsh.warmup_negatives,
+                warmup_steps: if lsh.warmup_epochs > 0.0 {
+                    ((lsh.warmup_epochs * steps_per_epoch) as u64).max(1)
+                } else {
+                    lsh.warmup_steps
+                },
+                shared_refresh: lsh.shared_refresh,
+            }
+        }),
+        moments: layer.moments,
+        weights: layer.weights,
+    }
+}

@@ -1,0 +1,399 @@
+//! The TOML sections of a config file, as read (every key known, defaults filled in).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use slide::lsh::BucketPolicy;
+use slide::{Activation, BiasCorrection, EvalPrecision, Precision, WeightLayout};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// `[checkpoint]`.
+pub struct CheckpointConfig {
+    /// Folder for checkpoints, relative to the output folder.
+    #[serde(default = "default_checkpoint_dir")]
+    pub dir: PathBuf,
+    /// Write one every this many steps (0: only at the end of the run).
+    #[serde(default)]
+    pub every: u64,
+    /// Checkpoints kept; older ones are deleted.
+    #[serde(default = "default_keep_last")]
+    pub keep_last: usize,
+    /// Write a checkpoint when the run ends (default). `false` skips it, for experiment runs
+    /// whose model is not wanted (1.4 GB each at the Amazon-670K shape); the periodic ones
+    /// and the one an interrupt writes are kept.
+    #[serde(default = "default_at_end")]
+    pub at_end: bool,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        CheckpointConfig {
+            dir: default_checkpoint_dir(),
+            every: 0,
+            keep_last: default_keep_last(),
+            at_end: true,
+        }
+    }
+}
+
+fn default_checkpoint_dir() -> PathBuf {
+    PathBuf::from("checkpoints")
+}
+fn default_at_end() -> bool {
+    true
+}
+fn default_keep_last() -> usize {
+    3
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+/// Data file formats.
+pub enum DataFormat {
+    /// Extreme Classification Repository text files (`N D L` header).
+    Xmc,
+    /// LIBSVM multi-label text files; `features` and `labels` give the sizes.
+    Libsvm,
+    /// MNIST-style IDX files in `dir` (train-images-idx3-ubyte[.gz], ...).
+    Idx,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// `[data]`.
+pub struct DataConfig {
+    /// Format of the train and test files.
+    pub format: DataFormat,
+    /// Training file (xmc, libsvm).
+    pub train: Option<PathBuf>,
+    /// Test file (xmc, libsvm).
+    pub test: Option<PathBuf>,
+    /// Folder of the four IDX files (idx).
+    pub dir: Option<PathBuf>,
+    /// Input dimension: required for libsvm; checked against the files otherwise.
+    pub features: Option<usize>,
+    /// Number of labels or classes: required for libsvm; checked otherwise.
+    pub labels: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// `[network]`.
+pub struct NetworkSection {
+    /// The layers, input side first; the last one's size is the label count.
+    pub layers: Vec<LayerSection>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+/// How a layer's weights are drawn.
+pub enum InitName {
+    #[default]
+    /// Glorot uniform.
+    Glorot,
+    /// `U(+-1/sqrt(in))`, PyTorch's Linear default.
+    FanIn,
+    /// `N(0, init_scale^2)`.
+    Normal,
+    /// `U(+-init_scale)`.
+    Uniform,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// `[[network.layers]]`.
+pub struct LayerSection {
+    /// Number of neurons.
+    pub size: usize,
+    /// Non-linearity.
+    pub activation: Activation,
+    #[serde(default)]
+    /// Weight storage.
+    pub layout: WeightLayout,
+    /// How the weights are drawn: glorot (default), fan-in (PyTorch's Linear), normal or
+    /// uniform (with `init_scale`).
+    #[serde(default)]
+    pub init: InitName,
+    /// Standard deviation (normal) or half-width (uniform).
+    pub init_scale: Option<f32>,
+    /// LSH sampling; absent: every neuron is active.
+    pub lsh: Option<LshSection>,
+    /// How the weights' Adam moments are stored: `f32` (default) or `bf16` (stochastic
+    /// rounding; a third less memory traffic in the update of a wide layer).
+    #[serde(default)]
+    pub moments: Precision,
+    /// How the weights are stored: `f32` (default) or `bf16` (stochastic rounding; needs
+    /// `moments = "bf16"`; a quarter less memory traffic in the update and half in the
+    /// forward pass of a wide sampled layer).
+    #[serde(default)]
+    pub weights: Precision,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+/// LSH families.
+pub enum FamilyName {
+    /// Signed random projections, sparse ±1 entries.
+    Simhash,
+    /// Signed random projections, Gaussian entries.
+    SimhashGaussian,
+    /// Winner-take-all.
+    Wta,
+    /// Densified winner-take-all.
+    Dwta,
+    /// Densified one-permutation MinHash.
+    Minhash,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+/// How active neurons are chosen from the buckets.
+pub enum StrategyName {
+    /// The union of the L buckets from a random first table, up to the budget.
+    Vanilla,
+    /// The `budget` neurons found in the most buckets.
+    TopK,
+    /// Neurons found in at least `min_hits` buckets.
+    Threshold,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// `[network.layers.lsh]`.
+pub struct LshSection {
+    /// Hash family.
+    pub family: FamilyName,
+    /// Hash functions concatenated per table (K). With `l` and `range_pow` left out too,
+    /// all three and the bucket capacity are tuned from `budget` and the layer's width.
+    pub k: Option<usize>,
+    /// Number of tables (L).
+    pub l: Option<usize>,
+    /// log2 of the buckets per table.
+    pub range_pow: Option<u32>,
+    /// Entries a bucket holds (default 128, or tuned with the rest).
+    pub bucket_capacity: Option<usize>,
+    #[serde(default)]
+    /// What a full bucket does.
+    pub policy: BucketPolicy,
+    /// WTA/DWTA bin size.
+    #[serde(default = "default_bin_size")]
+    pub bin_size: usize,
+    /// Sparse SimHash density.
+    #[serde(default = "default_density")]
+    pub density: f32,
+    /// MinHash bits per code.
+    #[serde(default = "default_minhash_bits")]
+    pub bits: u32,
+    /// How active neurons are chosen.
+    pub strategy: StrategyName,
+    /// Most neurons the strategy selects (top-k's k).
+    pub budget: Option<usize>,
+    /// Threshold strategy: tables a neuron must be found in.
+    pub min_hits: Option<u16>,
+    /// Random fill up to this many active neurons.
+    #[serde(default)]
+    pub min_active: usize,
+    /// Output layer: the sampled-softmax (log-Q) correction in training.
+    #[serde(default)]
+    pub log_q: bool,
+    /// Neurons scoring highest for the batch's mean input, active for every sample.
+    #[serde(default)]
+    pub shared_negatives: usize,
+    /// With `log_q`, the fraction (0 to 1) of the log-Q shift the shared negatives get.
+    #[serde(default)]
+    pub shared_shift: f32,
+    /// Keep this many outputs that score highest for the batch's mean input and give each
+    /// sample the `shared_negatives` of them that score highest for its own input (see
+    /// `slide::LshConfig::shared_pool`). 0: the same shared negatives for every sample.
+    #[serde(default)]
+    pub shared_pool: usize,
+    /// Training steps between two scorings of every output for the batch's mean input,
+    /// which choose the shared negatives or their pool (see
+    /// `slide::LshConfig::shared_refresh`).
+    #[serde(default = "default_shared_refresh")]
+    pub shared_refresh: u64,
+    /// Hash each input minus the mean input of a recent batch.
+    #[serde(default)]
+    pub center_queries: bool,
+    /// This many uniformly random outputs join each training sample's active set after the
+    /// tables' picks. With `log_q`, the tables' picks are then scored as themselves and the
+    /// random ids stand for the rest of the outputs (see `slide::LshConfig::log_q`).
+    #[serde(default)]
+    pub uniform_negatives: usize,
+    /// A warm-up: this many further uniformly random outputs join each training sample's
+    /// active set in the first `warmup_steps` steps, or the first `warmup_epochs` epochs
+    /// (with `log_q` the tables' picks count as themselves while random ids are drawn; see
+    /// `slide::LshConfig::warmup_random`).
+    #[serde(default)]
+    pub warmup_negatives: usize,
+    /// How many training steps `warmup_negatives` lasts.
+    #[serde(default)]
+    pub warmup_steps: u64,
+    /// How long `warmup_negatives` lasts, in epochs of the training set (converted to steps,
+    /// rounded down, once the data is loaded: see
+    /// [`Config::network`](super::Config::network)); instead of `warmup_steps`.
+    #[serde(default)]
+    pub warmup_epochs: f64,
+    /// Ablation: take nothing from the tables and draw `budget` uniformly random ids in
+    /// place of their picks: uniform negative sampling at the same budget, to measure what
+    /// LSH adds. The layer then neither builds its tables nor hashes queries, so its time is
+    /// a uniform sampler's (the shared negatives are still picked).
+    #[serde(default)]
+    pub uniform: bool,
+    /// Ablation, slow: replace the tables' picks with each training sample's
+    /// highest-scoring outputs (every output scored), the picks of perfect retrieval (see
+    /// `slide::LshConfig::exact_picks`).
+    #[serde(default)]
+    pub exact_picks: bool,
+}
+
+fn default_bin_size() -> usize {
+    8
+}
+fn default_density() -> f32 {
+    1.0 / 3.0
+}
+fn default_minhash_bits() -> u32 {
+    3
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+/// Which neurons an evaluation computes (`train.eval_mode`, `slide-train eval --mode`).
+pub enum EvalMode {
+    /// Every output scored; hidden LSH layers sample as in training.
+    #[default]
+    Exact,
+    /// Every LSH layer samples, the output layer too.
+    Lsh,
+    /// Every neuron of every layer.
+    Dense,
+}
+
+impl EvalMode {
+    /// The core's pass mode.
+    pub fn mode(self) -> slide::Mode {
+        match self {
+            EvalMode::Exact => slide::Mode::EvalExact,
+            EvalMode::Lsh => slide::Mode::EvalLsh,
+            EvalMode::Dense => slide::Mode::EvalDense,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// `[train]`.
+pub struct TrainConfig {
+    /// Passes over the training set.
+    pub epochs: usize,
+    /// Samples per step.
+    pub batch_size: usize,
+    /// Adam's learning rate (the schedule's peak).
+    pub lr: f32,
+    #[serde(default = "default_beta1")]
+    /// Adam's first-moment decay.
+    pub beta1: f32,
+    #[serde(default = "default_beta2")]
+    /// Adam's second-moment decay.
+    pub beta2: f32,
+    #[serde(default = "default_eps")]
+    /// Adam's denominator guard.
+    pub eps: f32,
+    #[serde(default)]
+    /// Which update count Adam's bias correction uses: `"global"` (the optimizer's steps,
+    /// as PyTorch) or `"per-row"` (each row's own updates).
+    pub bias_correction: BiasCorrection,
+    #[serde(default)]
+    /// Seed of the weights, hash functions, shuffles and sampling.
+    pub seed: u64,
+    /// Steps before the first table rebuild.
+    #[serde(default = "default_rebuild_first")]
+    pub rebuild_every: u64,
+    /// Growth of the rebuild period (1 = fixed period).
+    #[serde(default = "default_rebuild_growth")]
+    pub rebuild_growth: f64,
+    /// Evaluate every this many steps (0: only after each epoch).
+    #[serde(default)]
+    pub eval_every: u64,
+    /// Test samples per evaluation (0: the whole test set).
+    #[serde(default)]
+    pub eval_samples: usize,
+    #[serde(default)]
+    /// Which neurons evaluations compute.
+    pub eval_mode: EvalMode,
+    /// How an exact evaluation scores every output: `f32` (default) or `bf16` (AVX512-BF16
+    /// products, about twice as fast at the Amazon-670K shape; see docs/performance.md,
+    /// "BF16 scoring for exact evaluation").
+    #[serde(default)]
+    pub eval_precision: EvalPrecision,
+    /// Probe the retrieval recall of the LSH layers every this many steps (0: only at
+    /// evaluations).
+    #[serde(default)]
+    pub recall_every: u64,
+    /// Stop after this many steps (0: no limit).
+    #[serde(default)]
+    pub max_steps: u64,
+    /// How the learning rate decays over the run: constant (default), cosine or
+    /// exponential ([`slide::Decay`]; [`TrainConfig::schedule`] gives the whole schedule).
+    #[serde(default)]
+    pub lr_schedule: slide::Decay,
+    /// The learning rate the cosine schedule ends at.
+    #[serde(default)]
+    pub lr_min: f32,
+    /// The exponential schedule's factor per epoch.
+    #[serde(default = "default_lr_gamma")]
+    pub lr_gamma: f32,
+    /// Steps over which the learning rate rises linearly from 0 to `lr` first.
+    #[serde(default)]
+    pub warmup_steps: u64,
+    /// Refuse to start a run whose estimated peak memory (model, data, workspace and
+    /// checkpoint buffers) exceeds this many MB (0: only the machine's available memory).
+    #[serde(default)]
+    pub memory_limit_mb: u64,
+}
+
+impl TrainConfig {
+    /// The run's learning-rate schedule, the core's type.
+    pub fn schedule(&self) -> slide::LrSchedule {
+        slide::LrSchedule {
+            lr: self.lr,
+            decay: self.lr_schedule,
+            lr_min: self.lr_min,
+            lr_gamma: self.lr_gamma,
+            warmup_steps: self.warmup_steps,
+        }
+    }
+}
+
+fn default_shared_refresh() -> u64 {
+    slide::layer::DEFAULT_SHARED_REFRESH
+}
+
+fn default_lr_gamma() -> f32 {
+    1.0
+}
+fn default_beta1() -> f32 {
+    0.9
+}
+fn default_beta2() -> f32 {
+    0.999
+}
+fn default_eps() -> f32 {
+    1e-8
+}
+fn default_rebuild_first() -> u64 {
+    50
+}
+fn default_rebuild_growth() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+/// `[log]`.
+pub struct LogConfig {
+    /// Metrics file (JSON lines), relative to the output folder.
+    pub metrics: Option<PathBuf>,
+}

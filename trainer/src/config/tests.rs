@@ -1,0 +1,208 @@
+//! Unit tests of the config: the shipped configs, overrides, and the keys that reach the
+//! core's types or are refused.
+
+use super::*;
+use slide::{NetworkConfig, Precision};
+
+/// Every shipped config parses and passes validation (data files are not needed for that).
+#[test]
+fn shipped_configs_are_valid() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let config = load(&path, &[]).unwrap_or_else(|e| panic!("{e:#}"));
+            assert!(!config.network.layers.is_empty());
+            // The resolved core config goes through serde (the core's `serde` feature)
+            // and back unchanged.
+            let network = config.network(1000, 1000);
+            let text = serde_json::to_string(&network).unwrap();
+            let back: NetworkConfig = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, network, "{}", path.display());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 6, "only {checked} configs");
+}
+
+#[test]
+fn overrides_reach_tables_and_list_entries() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/mnist.toml");
+    let config = load(
+        &path,
+        &[
+            "train.lr=0.5".into(),
+            "network.layers.0.size=77".into(),
+            "data.dir=elsewhere".into(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(config.train.lr, 0.5);
+    assert_eq!(config.network.layers[0].size, 77);
+    assert_eq!(config.data.dir.as_deref(), Some(Path::new("elsewhere")));
+    let err = load(&path, &["network.layers.x.size=1".into()])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "--set network.layers.x.size=1: `x` is not an index into a list"
+    );
+    let err = load(&path, &["nonsense".into()]).unwrap_err().to_string();
+    assert_eq!(err, "--set nonsense: expected section.key=value");
+
+    // The moments' precision reaches the core's layer config; other values are refused.
+    let bf16 = load(&path, &["network.layers.1.moments=\"bf16\"".into()]).unwrap();
+    let layers = bf16.network(784, 1000).layers;
+    assert_eq!(layers[0].moments, Precision::F32);
+    assert_eq!(layers[1].moments, Precision::Bf16);
+    let err = load(&path, &["network.layers.1.moments=\"f16\"".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown variant `f16`"), "{err}");
+
+    // So does the weights' precision, which needs BF16 moments.
+    let both = [
+        "network.layers.1.moments=\"bf16\"".into(),
+        "network.layers.1.weights=\"bf16\"".into(),
+    ];
+    let layers = load(&path, &both).unwrap().network(784, 1000).layers;
+    assert_eq!(
+        (layers[0].weights, layers[1].weights),
+        (Precision::F32, Precision::Bf16)
+    );
+    let err = load(&path, &["network.layers.1.weights=\"bf16\"".into()]).unwrap_err();
+    assert!(
+        format!("{err:#}")
+            .ends_with(": network.layers[1]: weights = \"bf16\" needs moments = \"bf16\""),
+        "{err:#}"
+    );
+}
+
+/// The shared negatives' shift, pool and refresh period reach the core's LSH config
+/// (the period is 8 steps unless set); a shift outside [0, 1], a pool wider than the
+/// layer or a period of 0 is refused when the config is loaded.
+#[test]
+fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
+    let shipped = load(&path, &[]).unwrap().network(135_909, 20_000);
+    let lsh = shipped.layers[1].lsh.unwrap();
+    assert_eq!((lsh.shared_shift, lsh.shared_pool), (0.5, 2048));
+    assert_eq!(lsh.shared_refresh, 32);
+    let mnist = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/mnist.toml");
+    let unset = load(&mnist, &[]).unwrap().network(784, 60_000).layers[0].lsh;
+    assert_eq!(unset.unwrap().shared_refresh, 8);
+    let err = load(&path, &["network.layers.1.lsh.shared_refresh=0".into()]).unwrap_err();
+    assert!(
+        format!("{err:#}").ends_with("shared_refresh must be at least 1 step"),
+        "{err:#}"
+    );
+    let err = load(&path, &["network.layers.1.lsh.shared_shift=1.5".into()]).unwrap_err();
+    assert!(
+        format!("{err:#}").ends_with("shared_shift must be in [0, 1], got 1.5"),
+        "{err:#}"
+    );
+    let err = load(&path, &["network.layers.1.lsh.shared_pool=700000".into()]).unwrap_err();
+    assert!(
+        format!("{err:#}")
+            .ends_with("shared_pool (700000) must be at most the layer's 670091 neurons"),
+        "{err:#}"
+    );
+}
+
+/// The warm-up's random negatives reach the core's LSH config (the shipped 128 for half
+/// an epoch: 78 of the 157 steps of 20,000 samples, 391 of 782 for 100,000, at least 1),
+/// on top of the uniform ablation's too; a length in steps or in epochs, not both; one
+/// without the other, or a negative length, is refused when the config is loaded.
+#[test]
+fn warm_up_negatives_reach_the_core() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
+    let warm = |overrides: &[String], samples: usize| {
+        let lsh = load(&path, overrides)
+            .unwrap()
+            .network(135_909, samples)
+            .layers[1]
+            .lsh;
+        let lsh = lsh.unwrap();
+        (
+            lsh.sampling.random_extra,
+            lsh.warmup_random,
+            lsh.warmup_steps,
+        )
+    };
+    assert_eq!(warm(&[], 20_000), (0, 128, 78));
+    assert_eq!(warm(&[], 100_000), (0, 128, 391));
+    assert_eq!(warm(&[], 10), (0, 128, 1));
+    let uniform = ["network.layers.1.lsh.uniform=true".into()];
+    assert_eq!(warm(&uniform, 20_000), (256, 128, 78));
+    let in_steps = [
+        "network.layers.1.lsh.warmup_epochs=0".into(),
+        "network.layers.1.lsh.warmup_steps=100".into(),
+    ];
+    assert_eq!(warm(&in_steps, 20_000), (0, 128, 100));
+    let layer = "network.layers[1].lsh: ";
+    for (bad, expected) in [
+        (
+            vec!["network.layers.1.lsh.warmup_negatives=0"],
+            "warmup_negatives (0) and its length (warmup_steps 0, warmup_epochs 0.5) go \
+             together: both 0 or neither",
+        ),
+        (
+            vec!["network.layers.1.lsh.warmup_epochs=0"],
+            "warmup_negatives (128) and its length (warmup_steps 0, warmup_epochs 0) go \
+             together: both 0 or neither",
+        ),
+        (
+            vec!["network.layers.1.lsh.warmup_steps=100"],
+            "give warmup_steps or warmup_epochs, not both",
+        ),
+        (
+            vec!["network.layers.1.lsh.warmup_epochs=-1.0"],
+            "warmup_epochs must be a number of epochs, at least 0, got -1",
+        ),
+    ] {
+        let overrides: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+        let err = format!("{:#}", load(&path, &overrides).unwrap_err());
+        assert!(
+            err.ends_with(&format!("{layer}{expected}")),
+            "{bad:?}: {err}"
+        );
+    }
+}
+
+/// The TOML keys reach the core's schedule; a factor above 1 is refused.
+#[test]
+fn learning_rate_schedules() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/mnist.toml");
+    let sets = [
+        "train.lr=0.01",
+        "train.lr_schedule=\"cosine\"",
+        "train.lr_min=0.001",
+        "train.lr_gamma=0.5",
+        "train.warmup_steps=10",
+    ];
+    let overrides: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let mut config = load(&path, &overrides).unwrap();
+    let t = &mut config.train;
+    let schedule = t.schedule();
+    assert_eq!(
+        schedule,
+        slide::LrSchedule {
+            lr: 0.01,
+            decay: slide::Decay::Cosine,
+            lr_min: 0.001,
+            lr_gamma: 0.5,
+            warmup_steps: 10
+        }
+    );
+    // Half-way through the warm-up, the cosine still at its start (0.0099996).
+    assert!((schedule.rate(5, 1000, 1) - 0.005).abs() < 1e-6);
+    t.lr_gamma = 1.5;
+    assert!(
+        config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("lr_gamma")
+    );
+}

@@ -203,7 +203,7 @@ def main():
     fresh = not os.path.exists(a.csv)
     os.makedirs(os.path.dirname(a.csv) or '.', exist_ok=True)
     with open(a.csv, 'a', newline='') as f:
-        w = csv.DictWriter(f, fieldnames=HEADER)
+        w = csv.DictWriter(f, fieldnames=HEADER, lineterminator='\n')
         if fresh:
             w.writeheader()
         w.writerows(rows)

@@ -87,6 +87,9 @@ pub struct Network {
     pub(crate) schedule: Progress,
     /// How exact evaluation scores every output.
     pub(crate) eval_precision: EvalPrecision,
+    /// Outputs of the batch pool LSH-mode evaluation scores beside the tables' picks (0:
+    /// none; see [`set_eval_pool`](Self::set_eval_pool)).
+    pub(crate) eval_pool: usize,
     /// Tells workspaces which network they were sized for.
     id: u64,
 }
@@ -109,6 +112,21 @@ impl Network {
     /// How exact evaluation scores every output (see [`set_eval_precision`](Self::set_eval_precision)).
     pub fn eval_precision(&self) -> EvalPrecision {
         self.eval_precision
+    }
+
+    /// Sets how many outputs LSH-mode evaluation and prediction
+    /// ([`Mode::EvalLsh`](crate::Mode::EvalLsh)) score for each sample beside those its
+    /// tables pick: the `pool` outputs that score highest for the mean input of each group
+    /// of [`POOL_GROUP`](crate::eval::POOL_GROUP) samples (one full scoring of the output
+    /// layer per group). 0 (the default): the tables' picks only. Applies to a sampled,
+    /// neuron-major output layer; a pool wider than the layer scores every output.
+    pub fn set_eval_pool(&mut self, pool: usize) {
+        self.eval_pool = pool;
+    }
+
+    /// The LSH-mode pool (see [`set_eval_pool`](Self::set_eval_pool)).
+    pub fn eval_pool(&self) -> usize {
+        self.eval_pool
     }
 
     /// Validates `config` and builds the network (weights initialised from the seed, LSH
@@ -152,6 +170,7 @@ impl Network {
                 period: period as f64,
             },
             eval_precision: EvalPrecision::F32,
+            eval_pool: 0,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         })
     }

@@ -309,6 +309,17 @@ fn predict_writes_each_samples_best_outputs() {
     let to_file = [&args[..], &["--out", file.to_str().unwrap()]].concat();
     assert!(succeeded(&slide_train(&to_file)).is_empty());
     assert_eq!(std::fs::read_to_string(&file).unwrap(), printed);
+    // LSH mode with a batch pool as wide as the output layer scores every output: the
+    // exact answers (the pool's logits come from another summation order, so only the ids
+    // are compared).
+    let pooled = [&args[..], &["--mode", "lsh", "--set", "train.eval_pool=50"]].concat();
+    let ids = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(|l| l.split(' ').map(|p| p.split(':').next().unwrap()).collect())
+            .collect()
+    };
+    let pooled = succeeded(&slide_train(&pooled));
+    assert_eq!(ids(&pooled)[..], ids(&printed)[..]);
     let refused = slide_train(&[&args[..5], &["--top-k", "6"]].concat());
     assert_eq!(refused.status.code(), Some(2));
     assert_eq!(

@@ -328,6 +328,11 @@ pub struct TrainConfig {
     /// "BF16 scoring for exact evaluation").
     #[serde(default)]
     pub eval_precision: EvalPrecision,
+    /// LSH-mode evaluation and prediction score, beside each sample's table picks, the
+    /// outputs that score highest for the mean input of every 128 samples, this many (0,
+    /// the default: the tables' picks only; see [`slide::Network::set_eval_pool`]).
+    #[serde(default)]
+    pub eval_pool: usize,
     /// Probe the retrieval recall of the LSH layers every this many steps (0: only at
     /// evaluations).
     #[serde(default)]

@@ -127,6 +127,7 @@ pub(crate) fn prepare(config: &Config, restoring: bool, log: Log) -> Result<Prep
     .map_err(|e| input(e.into()))?;
     net.set_eval_precision(config.train.eval_precision)
         .map_err(|e| input(e.into()))?;
+    net.set_eval_pool(config.train.eval_pool);
     Ok(Prepared {
         loaded,
         net,

@@ -5,6 +5,9 @@
 
 use rayon::prelude::*;
 
+mod pool;
+pub use pool::POOL_GROUP;
+
 use crate::data::Examples;
 use crate::error::Result;
 use crate::kernels::kernels;
@@ -142,8 +145,15 @@ impl Network {
         scores_all: bool,
     ) -> Result<Vec<Top5>> {
         self.run_batch(ws, data, block, mode, first, scores_all)?;
+        let output = &self.layers()[self.layers().len() - 1];
+        let pooled = mode == Mode::EvalLsh
+            && self.eval_pool > 0
+            && output.is_sampled()
+            && output.layout() == WeightLayout::NeuronMajor;
         Ok(if scores_all {
             self.best_outputs(ws, data, block)
+        } else if pooled {
+            self.pooled_tops(ws, data, block, self.eval_pool)
         } else {
             ws.batch().iter().map(|state| state.top).collect()
         })

@@ -2,6 +2,7 @@
 //! core's types or are refused.
 
 use super::*;
+use slide::config::fnv1a;
 use slide::{NetworkConfig, Precision};
 
 /// Every shipped config parses and passes validation (data files are not needed for that).
@@ -205,4 +206,81 @@ fn learning_rate_schedules() {
             .to_string()
             .contains("lr_gamma")
     );
+}
+
+/// What checkpoints record of each shipped config (and of the ablations' and the random
+/// ids' old spellings on the Amazon-670K one): the architecture hash, and a hash of every
+/// described setting (the training-only ones too, which a resume names when they change),
+/// for 1,000 inputs and 20,000 training samples. Recorded before the config keys were
+/// renamed (issue 28): configs that mean the same network describe it the same way, so
+/// checkpoints written before still load.
+#[test]
+fn shipped_configs_describe_their_networks_as_recorded() {
+    let recorded: &[(&str, u64, u64)] = &[
+        (
+            "amazon670k-synthetic.toml ",
+            0x9a7a83cdefa97001,
+            0x2ea519df8c230f47,
+        ),
+        (
+            "amazon670k-synthetic.toml network.layers.1.lsh.exact_picks=true",
+            0x9a7a83cdefa97001,
+            0x08b34f65d026c045,
+        ),
+        (
+            "amazon670k-synthetic.toml network.layers.1.lsh.uniform=true",
+            0xf2c7b2dfa09972cf,
+            0x7de81bf74396cd1d,
+        ),
+        (
+            "amazon670k-synthetic.toml network.layers.1.lsh.uniform_negatives=7",
+            0xa2f06d7b6aef86d0,
+            0x0fc55652edcb3b06,
+        ),
+        ("amazon670k.toml ", 0x9a7a83cdefa97001, 0x2ea519df8c230f47),
+        (
+            "delicious200k.toml ",
+            0x55d1e5376e6df96a,
+            0xd2f83ff47a21715b,
+        ),
+        (
+            "fashion-mnist.toml ",
+            0x16eec6fbebd3054f,
+            0x2e51dcf6a2cb5494,
+        ),
+        ("mnist.toml ", 0x97247b6c79930137, 0x0df38f2165f138ac),
+        ("quickstart.toml ", 0x0dc47d32804f442b, 0xc7458173bf96cfdc),
+    ];
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let mut cases: Vec<(String, Vec<String>)> = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            cases.push((path.file_name().unwrap().to_string_lossy().into(), vec![]));
+        }
+    }
+    for set in ["uniform=true", "exact_picks=true", "uniform_negatives=7"] {
+        let set = format!("network.layers.1.lsh.{set}");
+        cases.push(("amazon670k-synthetic.toml".into(), vec![set]));
+    }
+    let mut seen = Vec::new();
+    for (name, overrides) in cases {
+        let network = load(&dir.join(&name), &overrides)
+            .unwrap()
+            .network(1000, 20_000);
+        let described = network
+            .describe()
+            .iter()
+            .fold(slide::config::FNV_OFFSET, |h, (key, value)| {
+                fnv1a(fnv1a(h, key.as_bytes()), value.as_bytes())
+            });
+        let name = format!("{name} {}", overrides.join(" "));
+        seen.push((name, network.architecture_hash(), described));
+    }
+    seen.sort();
+    for (name, hash, described) in &seen {
+        println!("(\"{name}\", {hash:#018x}, {described:#018x}),");
+    }
+    let seen: Vec<(&str, u64, u64)> = seen.iter().map(|(n, h, d)| (n.as_str(), *h, *d)).collect();
+    assert_eq!(seen, recorded);
 }

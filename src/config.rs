@@ -123,8 +123,8 @@ impl NetworkConfig {
     /// `.lsh.family`, `.lsh.params`, `.lsh.bucket_capacity`, `.lsh.policy`, `.lsh.sampling`,
     /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, `.lsh.shared_pool` (if
     /// above `shared_negatives`), `.lsh.shared_shift` (if not 0), `.lsh.shared_refresh` (if
-    /// not 8), `.lsh.exact_picks` (if
-    /// set), `.lsh.warmup_random` and `.lsh.warmup_steps` (if not 0), then `adam` and
+    /// not 8), `.lsh.exact_picks` (if the picks are [`Picks::Exact`](crate::Picks::Exact)),
+    /// `.lsh.warmup_random` and `.lsh.warmup_steps` (with a warm-up), then `adam` and
     /// `rebuild`. Checkpoints record it, so a resume can name the settings that changed.
     pub fn describe(&self) -> Vec<(String, String)> {
         let mut out = vec![
@@ -150,7 +150,9 @@ impl NetworkConfig {
                 put("lsh.params", format!("{:?}", lsh.params));
                 put("lsh.bucket_capacity", lsh.bucket_capacity.to_string());
                 put("lsh.policy", format!("{:?}", lsh.policy));
-                put("lsh.sampling", format!("{:?}", lsh.sampling));
+                // The sampling the layer runs (uniform picks rewrite it), as before the
+                // ablation had a name of its own.
+                put("lsh.sampling", format!("{:?}", lsh.effective_sampling()));
                 put("lsh.log_q", lsh.log_q.to_string());
                 put("lsh.shared_negatives", lsh.shared_negatives.to_string());
                 put("lsh.center_queries", lsh.center_queries.to_string());
@@ -163,12 +165,14 @@ impl NetworkConfig {
                 if lsh.shared_refresh != crate::layer::DEFAULT_SHARED_REFRESH {
                     put("lsh.shared_refresh", lsh.shared_refresh.to_string());
                 }
-                if lsh.exact_picks {
+                // The names these settings had before `picks` and `warmup` grouped them,
+                // so checkpoints written then compare equal.
+                if lsh.picks == crate::layer::Picks::Exact {
                     put("lsh.exact_picks", "true".to_string());
                 }
-                if lsh.warmup_steps > 0 {
-                    put("lsh.warmup_random", lsh.warmup_random.to_string());
-                    put("lsh.warmup_steps", lsh.warmup_steps.to_string());
+                if let Some(warmup) = lsh.warmup {
+                    put("lsh.warmup_random", warmup.random.to_string());
+                    put("lsh.warmup_steps", warmup.steps.to_string());
                 }
             }
         }

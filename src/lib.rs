@@ -90,8 +90,8 @@ pub use error::{Result, SlideError};
 pub use eval::EVAL_BLOCK;
 pub use layer::{
     Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
-    Precision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, WeightLayout,
-    sample_rng,
+    Picks, Precision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, Warmup,
+    WeightLayout, sample_rng,
 };
 pub use network::{EvalPrecision, Network, NetworkState, StateScalars};
 pub use optimizer::{

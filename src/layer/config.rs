@@ -3,7 +3,7 @@
 
 use rand::RngExt;
 use rand::rngs::Xoshiro256PlusPlus;
-use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling, TablesConfig};
+use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling, Strategy, TablesConfig};
 
 use crate::error::Result;
 
@@ -182,28 +182,58 @@ pub struct LshConfig {
     /// see which coordinates are high for this input rather than which are high for every
     /// input (with ReLU inputs the same few coordinates win most bins for every sample).
     pub center_queries: bool,
-    /// Ablation, slow: in training, the tables' picks are replaced by the same number of
-    /// the sample's highest-scoring neurons outside the forced ids (every neuron scored for
+    /// Where the picks come from: the tables, or (ablations) uniformly random ids or every
+    /// neuron scored.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub picks: Picks,
+    /// A warm-up of uniformly random ids (see [`Warmup`]); `None`: no warm-up.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub warmup: Option<Warmup>,
+}
+
+/// Where a sampled layer's per-sample picks (the active ids beyond the forced labels, the
+/// shared negatives and the random ones) come from. [`Tables`](Self::Tables) is the
+/// product; the other two are ablations that measure what the tables add or could add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case")
+)]
+pub enum Picks {
+    /// The hash tables, queried with [`LshConfig::sampling`].
+    #[default]
+    Tables,
+    /// Ablation: nothing from the tables; the sampling's budget (top-k's `k`) in uniformly
+    /// random ids instead, on top of its `random_extra`: uniform negative sampling at the same
+    /// budget, to measure what LSH adds. The layer then neither builds its tables nor hashes
+    /// queries, so its time is a uniform sampler's (the shared negatives are still picked).
+    /// Needs a budget.
+    Uniform,
+    /// Ablation, slow: in training, the tables' picks are replaced by the same number of the
+    /// sample's highest-scoring neurons outside the forced ids (every neuron scored for
     /// every sample): the picks perfect retrieval would make, to measure what better tables
     /// could buy. Sources, log-Q and everything else stay as the tables left them.
-    #[cfg_attr(feature = "serde", serde(default))]
-    pub exact_picks: bool,
-    /// A warm-up: this many uniformly random ids join the sampling's `random_extra` ones
-    /// while the model has taken fewer than [`warmup_steps`](Self::warmup_steps) training
-    /// steps. With `log_q` the correction follows the random ids: while any are drawn the
-    /// tables' picks count as themselves and the random ids stand for the rest of the
-    /// outputs; without them every non-forced id is taken for a uniform draw. The layer
-    /// learns the step count from
-    /// [`SparseLayer::set_steps_taken`](crate::SparseLayer::set_steps_taken), which a
-    /// [`Network`](crate::Network) calls. At the Amazon-670K shape 128 random ids for the
-    /// first 78 steps (half an epoch of 20,000 samples) put exact P@1 ahead of uniform
-    /// sampling after every epoch: docs/accuracy.md, "A warm-up of uniform negatives, 16
-    /// tables". 0: no warm-up.
-    #[cfg_attr(feature = "serde", serde(default))]
-    pub warmup_random: usize,
-    /// How many training steps [`warmup_random`](Self::warmup_random) lasts.
-    #[cfg_attr(feature = "serde", serde(default))]
-    pub warmup_steps: u64,
+    Exact,
+}
+
+/// A warm-up: [`random`](Self::random) uniformly random ids join the sampling's
+/// `random_extra` ones while the model has taken fewer than [`steps`](Self::steps)
+/// training steps. With `log_q` the correction follows the random ids: while any are drawn
+/// the tables' picks count as themselves and the random ids stand for the rest of the
+/// outputs; without them every non-forced id is taken for a uniform draw. The layer learns
+/// the step count from [`SparseLayer::set_steps_taken`](crate::SparseLayer::set_steps_taken),
+/// which a [`Network`](crate::Network) calls. At the Amazon-670K shape 128 random ids for
+/// the first 78 steps (half an epoch of 20,000 samples) put exact P@1 ahead of uniform
+/// sampling after every epoch: docs/accuracy.md, "A warm-up of uniform negatives, 16
+/// tables".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+pub struct Warmup {
+    /// Uniformly random ids per training sample during the warm-up (at least 1).
+    pub random: usize,
+    /// How many training steps it lasts (at least 1).
+    pub steps: u64,
 }
 
 /// [`LshConfig::shared_refresh`]'s default.
@@ -242,14 +272,44 @@ impl Default for LshConfig {
             shared_pool: 0,
             shared_refresh: DEFAULT_SHARED_REFRESH,
             center_queries: false,
-            exact_picks: false,
-            warmup_random: 0,
-            warmup_steps: 0,
+            picks: Picks::Tables,
+            warmup: None,
         }
     }
 }
 
 impl LshConfig {
+    /// The sampling's budget: top-k's `k`, or [`Sampling::budget`] (0 when unset).
+    fn budget(&self) -> usize {
+        match self.sampling.strategy {
+            Strategy::TopK { k } => k,
+            _ => self.sampling.budget.unwrap_or(0),
+        }
+    }
+
+    /// The sampling the layer runs: [`sampling`](Self::sampling), or with
+    /// [`Picks::Uniform`] one that takes nothing from the tables (top-k becomes vanilla,
+    /// the budget 0) and draws the budget's worth of random ids on top of `random_extra`.
+    pub fn effective_sampling(&self) -> Sampling {
+        match self.picks {
+            Picks::Uniform => Sampling {
+                strategy: match self.sampling.strategy {
+                    Strategy::TopK { .. } => Strategy::Vanilla,
+                    other => other,
+                },
+                budget: Some(0),
+                random_extra: self.sampling.random_extra + self.budget(),
+                ..self.sampling
+            },
+            Picks::Tables | Picks::Exact => self.sampling,
+        }
+    }
+
+    /// The warm-up's random ids and length in steps, `(0, 0)` without one.
+    pub(crate) fn warmup_random_and_steps(&self) -> (usize, u64) {
+        self.warmup.map_or((0, 0), |w| (w.random, w.steps))
+    }
+
     /// Whether each sample picks its shared negatives from a larger pool (see
     /// [`shared_pool`](Self::shared_pool)).
     pub(crate) fn pooled(&self) -> bool {
@@ -291,13 +351,14 @@ impl LshConfig {
                 ),
             ));
         }
-        if (self.warmup_random > 0) != (self.warmup_steps > 0) {
+        if let Some(warmup) = self.warmup {
+            warmup.validate()?;
+        }
+        if self.picks == Picks::Uniform && self.budget() == 0 {
             return Err(crate::error::config_error(
                 "lsh",
-                format!(
-                    "warmup_random ({}) and warmup_steps ({}) go together: both 0 or neither",
-                    self.warmup_random, self.warmup_steps
-                ),
+                "uniform picks need a budget: it is how many random ids replace the tables' picks"
+                    .to_string(),
             ));
         }
         if self.shared_refresh == 0 {
@@ -315,7 +376,24 @@ impl LshConfig {
         }
         self.family.validate(self.params)?;
         self.tables(out_dim, 0).validate()?;
-        self.sampling.validate(self.params.l)?;
+        self.effective_sampling().validate(self.params.l)?;
+        Ok(())
+    }
+}
+
+impl Warmup {
+    /// Checks that the warm-up draws at least one id for at least one step.
+    pub fn validate(&self) -> Result<()> {
+        if self.random == 0 || self.steps == 0 {
+            return Err(crate::error::config_error(
+                "lsh",
+                format!(
+                    "warmup.random ({}) and warmup.steps ({}) must both be at least 1 (no \
+                     warm-up: leave it out)",
+                    self.random, self.steps
+                ),
+            ));
+        }
         Ok(())
     }
 }

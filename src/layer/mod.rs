@@ -64,7 +64,8 @@ use slide_lsh::{CodeBuffer, QueryScratch};
 pub(crate) use config::BlockLayout;
 use config::WEIGHTS;
 pub use config::{
-    Activation, DEFAULT_SHARED_REFRESH, Init, LayerConfig, LshConfig, Mode, Precision, WeightLayout,
+    Activation, DEFAULT_SHARED_REFRESH, Init, LayerConfig, LshConfig, Mode, Picks, Precision,
+    Warmup, WeightLayout,
 };
 pub(crate) use lsh::LshState;
 pub(crate) use ranking::{rank_key, ranks_before};
@@ -350,7 +351,7 @@ impl SparseLayer {
     }
 
     /// Tells the layer how many training steps its model has taken, for settings that
-    /// follow a schedule: the warm-up's random ids ([`LshConfig::warmup_random`]). A
+    /// follow a schedule: the warm-up's random ids ([`LshConfig::warmup`]). A
     /// [`Network`](crate::Network) calls it after every step and when a state is restored;
     /// a model of your own calls it whenever its step count changes. A new layer stands at
     /// step 0.

@@ -56,12 +56,12 @@ fn default_bucket_capacity() -> usize {
 
 impl Config {
     /// The core network config for `input_dim` inputs and a training set of
-    /// `train_samples` (which turns a warm-up given in epochs into steps: `warmup_epochs`
+    /// `train_samples` (which turns a warm-up given in epochs into steps: `warmup.epochs`
     /// times the steps of an epoch, rounded down, at least 1). The last layer's size must be
     /// the number of labels; the core validates the rest.
     pub fn network(&self, input_dim: usize, train_samples: usize) -> NetworkConfig {
         let t = &self.train;
-        let steps_per_epoch = train_samples.div_ceil(t.batch_size.max(1)) as f64;
+        let steps_per_epoch = t.steps_per_epoch(train_samples);
         NetworkConfig {
             input_dim,
             layers: self
@@ -99,7 +99,7 @@ fn resolved(lsh: &LshSection, width: usize) -> (LshParams, usize) {
 }
 
 /// `layer` as the core's config, a warm-up in epochs taken as that many of `steps_per_epoch`.
-pub(super) fn layer_config(layer: &LayerSection, steps_per_epoch: f64) -> LayerConfig {
+pub(super) fn layer_config(layer: &LayerSection, steps_per_epoch: u64) -> LayerConfig {
     LayerConfig {
         out_dim: layer.size,
         activation: layer.activation,
@@ -124,7 +124,6 @@ pub(super) fn layer_config(layer: &LayerSection, steps_per_epoch: f64) -> LayerC
                 sampling: Sampling {
                     strategy: match lsh.strategy {
                         StrategyName::Vanilla => Strategy::Vanilla,
-                        StrategyName::TopK if lsh.uniform => Strategy::Vanilla,
                         StrategyName::TopK => Strategy::TopK {
                             k: lsh.budget.unwrap_or(1),
                         },
@@ -132,27 +131,17 @@ pub(super) fn layer_config(layer: &LayerSection, steps_per_epoch: f64) -> LayerC
                             min_hits: lsh.min_hits.unwrap_or(1),
                         },
                     },
-                    budget: if lsh.uniform { Some(0) } else { lsh.budget },
+                    budget: lsh.budget,
                     min_active: lsh.min_active,
-                    random_extra: lsh.uniform_negatives
-                        + if lsh.uniform {
-                            lsh.budget.unwrap_or(0)
-                        } else {
-                            0
-                        },
+                    random_extra: lsh.random_extra,
                 },
+                picks: lsh.picks,
                 log_q: lsh.log_q,
                 shared_negatives: lsh.shared_negatives,
                 shared_shift: lsh.shared_shift,
                 shared_pool: lsh.shared_pool,
                 center_queries: lsh.center_queries,
-                exact_picks: lsh.exact_picks,
-                warmup_random: lsh.warmup_negatives,
-                warmup_steps: if lsh.warmup_epochs > 0.0 {
-                    ((lsh.warmup_epochs * steps_per_epoch) as u64).max(1)
-                } else {
-                    lsh.warmup_steps
-                },
+                warmup: lsh.warmup.map(|w| w.resolve(steps_per_epoch)),
                 shared_refresh: lsh.shared_refresh,
             }
         }),

@@ -217,35 +217,66 @@ pub struct LshSection {
     #[serde(default)]
     pub center_queries: bool,
     /// This many uniformly random outputs join each training sample's active set after the
-    /// tables' picks. With `log_q`, the tables' picks are then scored as themselves and the
-    /// random ids stand for the rest of the outputs (see `slide::LshConfig::log_q`).
+    /// tables' picks (the core's `Sampling::random_extra`). With `log_q`, the tables' picks
+    /// are then scored as themselves and the random ids stand for the rest of the outputs
+    /// (see `slide::LshConfig::log_q`).
     #[serde(default)]
-    pub uniform_negatives: usize,
-    /// A warm-up: this many further uniformly random outputs join each training sample's
-    /// active set in the first `warmup_steps` steps, or the first `warmup_epochs` epochs
-    /// (with `log_q` the tables' picks count as themselves while random ids are drawn; see
-    /// `slide::LshConfig::warmup_random`).
+    pub random_extra: usize,
+    /// Where the picks come from: the tables (default) or, as ablations, `uniform` (the
+    /// budget's worth of uniformly random ids; no tables are built or queried) or `exact`
+    /// (slow: each training sample's highest-scoring outputs, every output scored; see
+    /// `slide::Picks`).
     #[serde(default)]
-    pub warmup_negatives: usize,
-    /// How many training steps `warmup_negatives` lasts.
-    #[serde(default)]
-    pub warmup_steps: u64,
-    /// How long `warmup_negatives` lasts, in epochs of the training set (converted to steps,
-    /// rounded down, once the data is loaded: see
-    /// [`Config::network`](super::Config::network)); instead of `warmup_steps`.
-    #[serde(default)]
-    pub warmup_epochs: f64,
-    /// Ablation: take nothing from the tables and draw `budget` uniformly random ids in
-    /// place of their picks: uniform negative sampling at the same budget, to measure what
-    /// LSH adds. The layer then neither builds its tables nor hashes queries, so its time is
-    /// a uniform sampler's (the shared negatives are still picked).
-    #[serde(default)]
-    pub uniform: bool,
-    /// Ablation, slow: replace the tables' picks with each training sample's
-    /// highest-scoring outputs (every output scored), the picks of perfect retrieval (see
-    /// `slide::LshConfig::exact_picks`).
-    #[serde(default)]
-    pub exact_picks: bool,
+    pub picks: slide::Picks,
+    /// A warm-up of uniformly random outputs (`[network.layers.lsh.warmup]`).
+    pub warmup: Option<WarmupSection>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// `[network.layers.lsh.warmup]`: this many further uniformly random outputs join each
+/// training sample's active set in the first `steps` steps or the first `epochs` epochs (with
+/// `log_q` the tables' picks count as themselves while random ids are drawn; see
+/// `slide::Warmup`).
+pub struct WarmupSection {
+    /// Random outputs per sample (at least 1).
+    pub random: usize,
+    /// How many training steps it lasts.
+    pub steps: Option<u64>,
+    /// How long it lasts in epochs of the training set (converted to steps, rounded down,
+    /// at least 1, once the data is loaded: see [`Config::network`](super::Config::network));
+    /// instead of `steps`.
+    pub epochs: Option<f64>,
+}
+
+impl WarmupSection {
+    /// The core's warm-up, a length in epochs taken as that many of `steps_per_epoch`.
+    pub fn resolve(&self, steps_per_epoch: u64) -> slide::Warmup {
+        let steps = match (self.steps, self.epochs) {
+            (_, Some(epochs)) => ((epochs * steps_per_epoch as f64) as u64).max(1),
+            (steps, None) => steps.unwrap_or(0),
+        };
+        slide::Warmup {
+            random: self.random,
+            steps,
+        }
+    }
+
+    /// The checks that need no data: random ids, one length, in steps or epochs, and a
+    /// positive number of epochs. (The core checks the steps.)
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.random == 0 {
+            anyhow::bail!("warmup.random must be at least 1 (no warm-up: leave the section out)");
+        }
+        match (self.steps, self.epochs) {
+            (Some(_), Some(_)) => anyhow::bail!("warmup: give steps or epochs, not both"),
+            (None, None) => anyhow::bail!("warmup: give its length, steps or epochs"),
+            (_, Some(epochs)) if !(epochs.is_finite() && epochs > 0.0) => {
+                anyhow::bail!("warmup.epochs must be a positive number of epochs, got {epochs}")
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 fn default_bin_size() -> usize {
@@ -345,7 +376,8 @@ pub struct TrainConfig {
     /// The exponential schedule's factor per epoch.
     #[serde(default = "default_lr_gamma")]
     pub lr_gamma: f32,
-    /// Steps over which the learning rate rises linearly from 0 to `lr` first.
+    /// Steps over which the learning rate rises linearly from 0 to `lr` first (the
+    /// sampled layers' `[network.layers.lsh.warmup]` is another warm-up, of random outputs).
     #[serde(default)]
     pub warmup_steps: u64,
     /// Refuse to start a run whose estimated peak memory (model, data, workspace and
@@ -355,6 +387,12 @@ pub struct TrainConfig {
 }
 
 impl TrainConfig {
+    /// Steps in an epoch of `train_samples`: the one place the data's size becomes steps
+    /// (the schedule's length, a warm-up given in epochs).
+    pub fn steps_per_epoch(&self, train_samples: usize) -> u64 {
+        train_samples.div_ceil(self.batch_size.max(1)) as u64
+    }
+
     /// The run's learning-rate schedule, the core's type.
     pub fn schedule(&self) -> slide::LrSchedule {
         slide::LrSchedule {

@@ -119,47 +119,40 @@ fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
 fn warm_up_negatives_reach_the_core() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
     let warm = |overrides: &[String], samples: usize| {
-        let lsh = load(&path, overrides)
-            .unwrap()
-            .network(135_909, samples)
-            .layers[1]
-            .lsh;
-        let lsh = lsh.unwrap();
-        (
-            lsh.sampling.random_extra,
-            lsh.warmup_random,
-            lsh.warmup_steps,
-        )
+        let network = load(&path, overrides).unwrap().network(135_909, samples);
+        let lsh = network.layers[1].lsh.unwrap();
+        let warmup = lsh.warmup.map_or((0, 0), |w| (w.random, w.steps));
+        (lsh.effective_sampling().random_extra, warmup.0, warmup.1)
     };
     assert_eq!(warm(&[], 20_000), (0, 128, 78));
     assert_eq!(warm(&[], 100_000), (0, 128, 391));
     assert_eq!(warm(&[], 10), (0, 128, 1));
-    let uniform = ["network.layers.1.lsh.uniform=true".into()];
+    let uniform = ["network.layers.1.lsh.picks=\"uniform\"".into()];
     assert_eq!(warm(&uniform, 20_000), (256, 128, 78));
-    let in_steps = [
-        "network.layers.1.lsh.warmup_epochs=0".into(),
-        "network.layers.1.lsh.warmup_steps=100".into(),
-    ];
+    let in_steps = ["network.layers.1.lsh.warmup={ random = 128, steps = 100 }".into()];
     assert_eq!(warm(&in_steps, 20_000), (0, 128, 100));
     let layer = "network.layers[1].lsh: ";
     for (bad, expected) in [
         (
-            vec!["network.layers.1.lsh.warmup_negatives=0"],
-            "warmup_negatives (0) and its length (warmup_steps 0, warmup_epochs 0.5) go \
-             together: both 0 or neither",
+            vec!["network.layers.1.lsh.warmup.random=0"],
+            "warmup.random must be at least 1 (no warm-up: leave the section out)",
         ),
         (
-            vec!["network.layers.1.lsh.warmup_epochs=0"],
-            "warmup_negatives (128) and its length (warmup_steps 0, warmup_epochs 0) go \
-             together: both 0 or neither",
+            vec!["network.layers.1.lsh.warmup={ random = 128, steps = 0 }"],
+            "invalid configuration of lsh: warmup.random (128) and warmup.steps (0) must both \
+             be at least 1 (no warm-up: leave it out)",
         ),
         (
-            vec!["network.layers.1.lsh.warmup_steps=100"],
-            "give warmup_steps or warmup_epochs, not both",
+            vec!["network.layers.1.lsh.warmup={ random = 128 }"],
+            "warmup: give its length, steps or epochs",
         ),
         (
-            vec!["network.layers.1.lsh.warmup_epochs=-1.0"],
-            "warmup_epochs must be a number of epochs, at least 0, got -1",
+            vec!["network.layers.1.lsh.warmup.steps=100"],
+            "warmup: give steps or epochs, not both",
+        ),
+        (
+            vec!["network.layers.1.lsh.warmup.epochs=-1.0"],
+            "warmup.epochs must be a positive number of epochs, got -1",
         ),
     ] {
         let overrides: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
@@ -169,6 +162,106 @@ fn warm_up_negatives_reach_the_core() {
             "{bad:?}: {err}"
         );
     }
+}
+
+/// The keys renamed in issue 28 still load, with a note naming the new key, into the same
+/// network: `uniform_negatives` (now `random_extra`), `uniform` / `exact_picks` (now
+/// `picks`), `warmup_negatives` / `warmup_steps` / `warmup_epochs` (now
+/// `[network.layers.lsh.warmup]`, apart from `[train] warmup_steps`). An old key beside its
+/// new one, or both ablations at once, is refused with a message naming the new key.
+#[test]
+fn old_key_names_load_with_a_note() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let old_text = text.replace(
+        "[network.layers.lsh.warmup]\nrandom = 128\nepochs = 0.5\n",
+        "warmup_negatives = 128\nwarmup_epochs = 0.5\nwarmup_steps = 0\nuniform_negatives = 3\n",
+    );
+    assert_ne!(old_text, text);
+    let parse = |text: &str, overrides: &[&str]| {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        parse(text, &path, &overrides)
+    };
+    let new = parse(&text, &["network.layers.1.lsh.random_extra=3"]).unwrap();
+    assert!(new.notes.is_empty(), "{:?}", new.notes);
+    let old = parse(&old_text, &[]).unwrap();
+    assert_eq!(old.network(135_909, 20_000), new.network(135_909, 20_000));
+    let place = "network.layers[1].lsh: ";
+    assert_eq!(
+        old.notes,
+        [
+            "`uniform_negatives` is now `random_extra`; read as such",
+            "`warmup_negatives` is now `warmup.random`; read as such",
+            "`warmup_steps` is now `warmup.steps`; read as such",
+            "`warmup_epochs` is now `warmup.epochs`; read as such",
+        ]
+        .map(|n| format!("{place}{n}"))
+    );
+    // The ablations' flags, as benches/omikuji/compare.py's --set lines spell them.
+    for (flag, picks) in [
+        ("uniform", slide::Picks::Uniform),
+        ("exact_picks", slide::Picks::Exact),
+    ] {
+        let config = parse(&text, &[&format!("network.layers.1.lsh.{flag}=true")]).unwrap();
+        assert_eq!(
+            config.network(135_909, 20_000).layers[1].lsh.unwrap().picks,
+            picks
+        );
+        let note = format!(
+            "{place}`{flag} = true` is now `picks = \"{}\"`; read as such",
+            if flag == "uniform" {
+                "uniform"
+            } else {
+                "exact"
+            }
+        );
+        assert_eq!(config.notes, [note]);
+    }
+    let config = parse(&text, &["network.layers.1.lsh.uniform=false"]).unwrap();
+    assert_eq!(
+        config.network(135_909, 20_000),
+        new_without_extra(&text, &path)
+    );
+    for (overrides, expected) in [
+        (
+            vec![
+                "network.layers.1.lsh.uniform=true",
+                "network.layers.1.lsh.exact_picks=true",
+            ],
+            "`uniform` and `exact_picks` are both ablations of where the picks come from; give \
+             one, as `picks = \"uniform\"` or `picks = \"exact\"`",
+        ),
+        (
+            vec![
+                "network.layers.1.lsh.uniform=true",
+                "network.layers.1.lsh.picks=\"exact\"",
+            ],
+            "`uniform` is the old spelling of `picks = \"uniform\"`; give `picks` only",
+        ),
+        (
+            vec!["network.layers.1.lsh.warmup_steps=5"],
+            "`warmup_steps` is an old name in `[network.layers[1].lsh.warmup]`; give the \
+             warm-up there only",
+        ),
+        (
+            vec![
+                "network.layers.1.lsh.uniform_negatives=1",
+                "network.layers.1.lsh.random_extra=1",
+            ],
+            "`uniform_negatives` is the old name of `random_extra`; give `random_extra` only",
+        ),
+    ] {
+        let err = format!("{:#}", parse(&text, &overrides).unwrap_err());
+        assert!(
+            err.ends_with(&format!("{place}{expected}")),
+            "{overrides:?}: {err}"
+        );
+    }
+}
+
+/// The shipped config's network, loaded from `text` with nothing changed.
+fn new_without_extra(text: &str, path: &Path) -> NetworkConfig {
+    parse(text, path, &[]).unwrap().network(135_909, 20_000)
 }
 
 /// The TOML keys reach the core's schedule; a factor above 1 is refused.

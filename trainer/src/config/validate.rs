@@ -79,28 +79,13 @@ impl Config {
             if let Some(lsh) = &layer.lsh {
                 lsh.resolve(layer.size)
                     .with_context(|| format!("network.layers[{i}].lsh"))?;
-                if lsh.uniform && lsh.budget.is_none() {
-                    bail!("network.layers[{i}].lsh: uniform sampling needs budget");
+                if lsh.picks == slide::Picks::Uniform && lsh.budget.is_none() {
+                    bail!("network.layers[{i}].lsh: picks = \"uniform\" needs budget");
                 }
-                if !(lsh.warmup_epochs.is_finite() && lsh.warmup_epochs >= 0.0) {
-                    bail!(
-                        "network.layers[{i}].lsh: warmup_epochs must be a number of epochs, \
-                         at least 0, got {}",
-                        lsh.warmup_epochs
-                    );
-                }
-                if lsh.warmup_steps > 0 && lsh.warmup_epochs > 0.0 {
-                    bail!("network.layers[{i}].lsh: give warmup_steps or warmup_epochs, not both");
-                }
-                let lasts = lsh.warmup_steps > 0 || lsh.warmup_epochs > 0.0;
-                if (lsh.warmup_negatives > 0) != lasts {
-                    bail!(
-                        "network.layers[{i}].lsh: warmup_negatives ({}) and its length \
-                         (warmup_steps {}, warmup_epochs {}) go together: both 0 or neither",
-                        lsh.warmup_negatives,
-                        lsh.warmup_steps,
-                        lsh.warmup_epochs
-                    );
+                if let Some(warmup) = &lsh.warmup {
+                    warmup
+                        .validate()
+                        .with_context(|| format!("network.layers[{i}].lsh"))?;
                 }
                 match lsh.strategy {
                     StrategyName::TopK if lsh.budget.is_none() => {
@@ -112,7 +97,7 @@ impl Config {
                     _ => {}
                 }
                 // (A warm-up in epochs is at least a step whatever the data's size.)
-                if let Some(core) = layer_config(layer, 1.0).lsh {
+                if let Some(core) = layer_config(layer, 1).lsh {
                     core.validate(layer.size)
                         .with_context(|| format!("network.layers[{i}].lsh"))?;
                 }

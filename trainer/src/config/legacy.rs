@@ -1,0 +1,132 @@
+//! Config keys that were renamed, read under their new names with a note that says so (or
+//! refused with a message naming the new key where the old spelling cannot be carried
+//! over): old config files and `--set` lines keep working. Runs on the TOML value, after the
+//! overrides and before the sections are read.
+
+use anyhow::{Result, bail};
+use toml::{Table, Value};
+
+/// `[network.layers.lsh]` keys renamed to the core's field names, old name first.
+const RENAMED: [(&str, &str); 1] = [("uniform_negatives", "random_extra")];
+
+/// The warm-up's flat keys of old, and their names in `[network.layers.lsh.warmup]`.
+const WARMUP: [(&str, &str); 3] = [
+    ("warmup_negatives", "random"),
+    ("warmup_steps", "steps"),
+    ("warmup_epochs", "epochs"),
+];
+
+/// The ablations' flags of old, and the `picks` each one set.
+const ABLATIONS: [(&str, &str); 2] = [("uniform", "uniform"), ("exact_picks", "exact")];
+
+/// Rewrites the old keys of every `[network.layers.lsh]` in `config` to their new names and
+/// returns one note per key rewritten.
+pub(super) fn upgrade(config: &mut Table) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let layers = config
+        .get_mut("network")
+        .and_then(Value::as_table_mut)
+        .and_then(|network| network.get_mut("layers"))
+        .and_then(Value::as_array_mut);
+    for (i, layer) in layers.into_iter().flatten().enumerate() {
+        let lsh = layer
+            .as_table_mut()
+            .and_then(|layer| layer.get_mut("lsh"))
+            .and_then(Value::as_table_mut);
+        if let Some(lsh) = lsh {
+            let place = format!("network.layers[{i}].lsh");
+            upgrade_lsh(lsh, &place, &mut notes)?;
+        }
+    }
+    Ok(notes)
+}
+
+fn upgrade_lsh(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
+    for (old, new) in RENAMED {
+        if let Some(value) = lsh.remove(old) {
+            if lsh.contains_key(new) {
+                bail!("{place}: `{old}` is the old name of `{new}`; give `{new}` only");
+            }
+            lsh.insert(new.to_string(), value);
+            notes.push(format!("{place}: `{old}` is now `{new}`; read as such"));
+        }
+    }
+    upgrade_ablations(lsh, place, notes)?;
+    upgrade_warmup(lsh, place, notes)
+}
+
+/// `uniform = true` and `exact_picks = true` become `picks = "uniform"` / `"exact"`;
+/// `false` says what the default says.
+fn upgrade_ablations(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
+    let mut chosen = Vec::new();
+    for (old, picks) in ABLATIONS {
+        let Some(value) = lsh.remove(old) else {
+            continue;
+        };
+        let Some(set) = value.as_bool() else {
+            bail!("{place}: `{old}` (now `picks = \"{picks}\"`) must be true or false");
+        };
+        notes.push(format!(
+            "{place}: `{old} = {set}` is now {}; read as such",
+            if set {
+                format!("`picks = \"{picks}\"`")
+            } else {
+                "the default, `picks = \"tables\"`".to_string()
+            }
+        ));
+        if set {
+            chosen.push((old, picks));
+        }
+    }
+    match chosen[..] {
+        [] => Ok(()),
+        [(old, picks)] => {
+            if lsh.contains_key("picks") {
+                bail!(
+                    "{place}: `{old}` is the old spelling of `picks = \"{picks}\"`; give `picks` only"
+                );
+            }
+            lsh.insert("picks".to_string(), Value::String(picks.to_string()));
+            Ok(())
+        }
+        _ => bail!(
+            "{place}: `uniform` and `exact_picks` are both ablations of where the picks come \
+             from; give one, as `picks = \"uniform\"` or `picks = \"exact\"`"
+        ),
+    }
+}
+
+/// `warmup_negatives`, `warmup_steps` and `warmup_epochs` become `[...lsh.warmup]`'s
+/// `random`, `steps` and `epochs` (`[train] warmup_steps` is the learning rate's warm-up);
+/// all of them 0, as the defaults were, is no warm-up.
+fn upgrade_warmup(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
+    let old: Vec<(&str, &str, Value)> = WARMUP
+        .iter()
+        .filter_map(|&(old, new)| lsh.remove(old).map(|value| (old, new, value)))
+        .collect();
+    if old.is_empty() {
+        return Ok(());
+    }
+    if lsh.contains_key("warmup") {
+        bail!(
+            "{place}: `{}` is an old name in `[{place}.warmup]`; give the warm-up there only",
+            old[0].0
+        );
+    }
+    for (key, new, _) in &old {
+        notes.push(format!(
+            "{place}: `{key}` is now `warmup.{new}`; read as such"
+        ));
+    }
+    let zero = |v: &Value| v.as_integer() == Some(0) || v.as_float() == Some(0.0);
+    if old.iter().all(|(_, _, value)| zero(value)) {
+        return Ok(());
+    }
+    let warmup: Table = old
+        .into_iter()
+        .filter(|(_, new, value)| !(*new != "random" && zero(value)))
+        .map(|(_, new, value)| (new.to_string(), value))
+        .collect();
+    lsh.insert("warmup".to_string(), Value::Table(warmup));
+    Ok(())
+}

@@ -421,6 +421,29 @@ pub struct LayerConfig {
     pub weights: Precision,
 }
 
+impl LayerConfig {
+    /// Every check of the layer's own settings (the input dimension aside): at least one
+    /// neuron, LSH only on neuron-major weights, BF16 weights with BF16 moments, a positive
+    /// initial scale and the LSH settings ([`LshConfig::validate`]).
+    pub fn validate(&self) -> Result<()> {
+        let fail = |reason: &str| Err(crate::error::config_error("layer", reason.to_string()));
+        if self.out_dim == 0 {
+            return fail("dimensions must be at least 1");
+        }
+        if self.layout == WeightLayout::InputMajor && self.lsh.is_some() {
+            return fail("LSH sampling hashes neuron rows and needs the neuron-major layout");
+        }
+        if self.weights == Precision::Bf16 && self.moments != Precision::Bf16 {
+            return fail("BF16 weights need BF16 moments");
+        }
+        self.init.validate().or_else(fail)?;
+        match &self.lsh {
+            Some(lsh) => lsh.validate(self.out_dim),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Whether a pass trains or evaluates, and how the output layer picks neurons.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {

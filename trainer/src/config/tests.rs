@@ -74,8 +74,9 @@ fn overrides_reach_tables_and_list_entries() {
     );
     let err = load(&path, &["network.layers.1.weights=\"bf16\"".into()]).unwrap_err();
     assert!(
-        format!("{err:#}")
-            .ends_with(": network.layers[1]: weights = \"bf16\" needs moments = \"bf16\""),
+        format!("{err:#}").ends_with(
+            ": network.layers[1]: invalid configuration of layer: BF16 weights need BF16 moments"
+        ),
         "{err:#}"
     );
 }

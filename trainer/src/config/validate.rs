@@ -1,7 +1,6 @@
 //! The checks a config passes before any work starts (those that need no data).
 
 use anyhow::{Context, Result, bail};
-use slide::{EvalPrecision, Precision};
 
 use super::network::layer_config;
 use super::{Config, DataFormat, InitName, StrategyName};
@@ -10,9 +9,9 @@ impl Config {
     /// Every check that can be made without reading the data.
     pub fn validate(&self) -> Result<()> {
         let t = &self.train;
-        if t.eval_precision == EvalPrecision::Bf16 && !slide::kernels::has_bf16_dot() {
-            bail!("train.eval_precision = \"bf16\" needs a CPU with AVX512-BF16");
-        }
+        t.eval_precision
+            .validate()
+            .context("train.eval_precision = \"bf16\"")?;
         if t.batch_size == 0 {
             bail!("train.batch_size must be at least 1");
         }
@@ -56,9 +55,6 @@ impl Config {
             bail!("data.features and data.labels are needed for the libsvm format");
         }
         for (i, layer) in self.network.layers.iter().enumerate() {
-            if layer.weights == Precision::Bf16 && layer.moments != Precision::Bf16 {
-                bail!("network.layers[{i}]: weights = \"bf16\" needs moments = \"bf16\"");
-            }
             match (layer.init, layer.init_scale) {
                 (InitName::Normal | InitName::Uniform, None) => bail!(
                     "network.layers[{i}]: init = \"{}\" needs init_scale",
@@ -96,12 +92,16 @@ impl Config {
                     }
                     _ => {}
                 }
-                // (A warm-up in epochs is at least a step whatever the data's size.)
-                if let Some(core) = layer_config(layer, 1).lsh {
-                    core.validate(layer.size)
-                        .with_context(|| format!("network.layers[{i}].lsh"))?;
-                }
             }
+            // The core's checks, once (a warm-up in epochs is at least a step whatever the
+            // data's size): the LSH settings named as such, then the rest of the layer.
+            let core = layer_config(layer, 1);
+            if let Some(lsh) = &core.lsh {
+                lsh.validate(core.out_dim)
+                    .with_context(|| format!("network.layers[{i}].lsh"))?;
+            }
+            core.validate()
+                .with_context(|| format!("network.layers[{i}]"))?;
         }
         Ok(())
     }

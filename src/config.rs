@@ -72,6 +72,25 @@ pub struct NetworkConfig {
 }
 
 impl NetworkConfig {
+    /// A network of `layers` on `input_dim` inputs, with Adam's defaults, a table rebuild
+    /// every 50 steps and seed 0. Set what differs:
+    ///
+    /// ```
+    /// use slide::{Activation, LayerConfig, NetworkConfig};
+    /// let layers = vec![LayerConfig::new(3, Activation::Softmax)];
+    /// let config = NetworkConfig { seed: 7, ..NetworkConfig::new(10, layers) };
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn new(input_dim: usize, layers: Vec<LayerConfig>) -> Self {
+        NetworkConfig {
+            input_dim,
+            layers,
+            adam: AdamConfig::default(),
+            rebuild: RebuildSchedule::Fixed { every: 50 },
+            seed: 0,
+        }
+    }
+
     /// Checks the network-level rules (a softmax output layer and no other, the optimizer's
     /// and the schedule's ranges). Each layer's own settings are checked when it is built.
     pub fn validate(&self) -> Result<()> {
@@ -285,21 +304,14 @@ mod tests {
     use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
 
     fn config() -> NetworkConfig {
-        let layer = |out_dim, activation| LayerConfig {
-            out_dim,
-            activation,
-            layout: WeightLayout::NeuronMajor,
-            init: Init::Glorot,
-            lsh: None,
-            moments: Default::default(),
-            weights: Default::default(),
-        };
+        let layers = vec![
+            LayerConfig::new(8, Activation::Relu),
+            LayerConfig::new(3, Activation::Softmax),
+        ];
         NetworkConfig {
-            input_dim: 10,
-            layers: vec![layer(8, Activation::Relu), layer(3, Activation::Softmax)],
-            adam: AdamConfig::default(),
             rebuild: RebuildSchedule::Fixed { every: 5 },
             seed: 1,
+            ..NetworkConfig::new(10, layers)
         }
     }
 

@@ -52,6 +52,7 @@
 mod block;
 pub mod config;
 mod lsh;
+mod lsh_config;
 pub mod passes;
 mod ranking;
 pub mod state;

@@ -48,10 +48,17 @@ pub enum WeightLayout {
     InputMajor,
 }
 
-/// How a layer's weights are drawn at construction (biases start at zero).
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+/// How a layer's weights are drawn at construction (biases start at zero). In TOML (the
+/// `serde` feature): `init = "glorot"`, `"fan-in"`, `{ uniform = { bound = 0.003 } }` or
+/// `{ normal = { std = 1.0 } }`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case", deny_unknown_fields)
+)]
 pub enum Init {
+    #[default]
     /// Glorot (Xavier) uniform: `U(-a, a)`, `a = sqrt(6 / (in_dim + out_dim))`. Tiny for a
     /// very wide layer: 0.003 for a 670K-wide output on 128 inputs.
     Glorot,
@@ -71,10 +78,10 @@ pub enum Init {
 }
 
 impl Init {
-    pub(crate) fn validate(&self) -> std::result::Result<(), &'static str> {
+    pub(crate) fn validate(&self) -> std::result::Result<(), String> {
         match *self {
             Init::Uniform { bound: x } | Init::Normal { std: x } if !(x.is_finite() && x > 0.0) => {
-                Err("the init scale must be a positive number")
+                Err(format!("the init scale must be a positive number, got {x}"))
             }
             _ => Ok(()),
         }
@@ -169,7 +176,9 @@ impl LayerConfig {
         if self.weights == Precision::Bf16 && self.moments != Precision::Bf16 {
             return fail("BF16 weights need BF16 moments");
         }
-        self.init.validate().or_else(fail)?;
+        self.init
+            .validate()
+            .map_err(|reason| crate::error::config_error("layer", reason))?;
         match &self.lsh {
             Some(lsh) => lsh.validate(self.out_dim),
             None => Ok(()),

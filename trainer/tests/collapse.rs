@@ -81,8 +81,7 @@ const NEW: &str = r#"
 size = 128
 activation = "relu"
 layout = "input-major"
-init = "normal"
-init_scale = 1.0
+init = { normal = { std = 1.0 } }
 [[network.layers]]
 size = 20000
 activation = "softmax"

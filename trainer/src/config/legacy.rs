@@ -1,4 +1,4 @@
-//! Config keys that were renamed, read under their new names with a note that says so (or
+//! Config keys that were renamed (or, for `init_scale`, folded into the core's type), read under their new names with a note that says so (or
 //! refused with a message naming the new key where the old spelling cannot be carried
 //! over): old config files and `--set` lines keep working. Runs on the TOML value, after the
 //! overrides and before the sections are read.
@@ -29,16 +29,53 @@ pub(super) fn upgrade(config: &mut Table) -> Result<Vec<String>> {
         .and_then(|network| network.get_mut("layers"))
         .and_then(Value::as_array_mut);
     for (i, layer) in layers.into_iter().flatten().enumerate() {
-        let lsh = layer
-            .as_table_mut()
-            .and_then(|layer| layer.get_mut("lsh"))
-            .and_then(Value::as_table_mut);
-        if let Some(lsh) = lsh {
+        let Some(layer) = layer.as_table_mut() else {
+            continue;
+        };
+        upgrade_init(layer, &format!("network.layers[{i}]"), &mut notes)?;
+        if let Some(lsh) = layer.get_mut("lsh").and_then(Value::as_table_mut) {
             let place = format!("network.layers[{i}].lsh");
             upgrade_lsh(lsh, &place, &mut notes)?;
         }
     }
     Ok(notes)
+}
+
+/// `init = "normal"` or `"uniform"` with `init_scale = x` becomes the core's
+/// `init = { normal = { std = x } }` or `{ uniform = { bound = x } }`.
+fn upgrade_init(layer: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
+    let scale = layer.remove("init_scale");
+    let name = layer
+        .get("init")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let field = match name.as_deref() {
+        Some("normal") => "std",
+        Some("uniform") => "bound",
+        _ => {
+            if scale.is_some() {
+                bail!(
+                    "{place}: init_scale applies to normal and uniform only (now \
+                     `init = {{ normal = {{ std = ... }} }}` or `{{ uniform = {{ bound = ... }} }}`)"
+                );
+            }
+            return Ok(());
+        }
+    };
+    let name = name.expect("matched a name");
+    let Some(scale) = scale else {
+        bail!(
+            "{place}: init = \"{name}\" needs its scale: `init = {{ {name} = {{ {field} = ... }} }}`"
+        );
+    };
+    let new = format!("init = {{ {name} = {{ {field} = {scale} }} }}");
+    notes.push(format!(
+        "{place}: `init = \"{name}\"` with `init_scale = {scale}` is now `{new}`; read as such"
+    ));
+    let inner = Table::from_iter([(field.to_string(), scale)]);
+    let init = Table::from_iter([(name, Value::Table(inner))]);
+    layer.insert("init".to_string(), Value::Table(init));
+    Ok(())
 }
 
 fn upgrade_lsh(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {

@@ -3,9 +3,9 @@
 
 use anyhow::{Result, bail};
 use slide::lsh::{FamilyKind, LshParams, Projection, Sampling, Strategy};
-use slide::{AdamConfig, Init, LayerConfig, LshConfig, NetworkConfig, RebuildSchedule};
+use slide::{AdamConfig, LayerConfig, LshConfig, NetworkConfig, RebuildSchedule};
 
-use super::{Config, FamilyName, InitName, LayerSection, LshSection, StrategyName};
+use super::{Config, FamilyName, LayerSection, LshSection, StrategyName};
 
 impl LshSection {
     /// The core's family with its settings from the flat keys (`family`, `bin_size`,
@@ -104,16 +104,7 @@ pub(super) fn layer_config(layer: &LayerSection, steps_per_epoch: u64) -> LayerC
         out_dim: layer.size,
         activation: layer.activation,
         layout: layer.layout,
-        init: match (layer.init, layer.init_scale) {
-            (InitName::Glorot, _) => Init::Glorot,
-            (InitName::FanIn, _) => Init::FanIn,
-            (InitName::Normal, scale) => Init::Normal {
-                std: scale.unwrap_or(1.0),
-            },
-            (InitName::Uniform, scale) => Init::Uniform {
-                bound: scale.unwrap_or(1.0),
-            },
-        },
+        init: layer.init,
         lsh: layer.lsh.as_ref().map(|lsh| {
             let (params, bucket_capacity) = resolved(lsh, layer.size);
             LshConfig {

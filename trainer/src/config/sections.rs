@@ -85,21 +85,6 @@ pub struct NetworkSection {
     pub layers: Vec<LayerSection>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "kebab-case")]
-/// How a layer's weights are drawn.
-pub enum InitName {
-    #[default]
-    /// Glorot uniform.
-    Glorot,
-    /// `U(+-1/sqrt(in))`, PyTorch's Linear default.
-    FanIn,
-    /// `N(0, init_scale^2)`.
-    Normal,
-    /// `U(+-init_scale)`.
-    Uniform,
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 /// `[[network.layers]]`.
@@ -111,12 +96,10 @@ pub struct LayerSection {
     #[serde(default)]
     /// Weight storage.
     pub layout: WeightLayout,
-    /// How the weights are drawn: glorot (default), fan-in (PyTorch's Linear), normal or
-    /// uniform (with `init_scale`).
+    /// How the weights are drawn: `"glorot"` (default), `"fan-in"` (PyTorch's Linear),
+    /// `{ normal = { std = 1.0 } }` or `{ uniform = { bound = 0.003 } }` (the core's type).
     #[serde(default)]
-    pub init: InitName,
-    /// Standard deviation (normal) or half-width (uniform).
-    pub init_scale: Option<f32>,
+    pub init: slide::Init,
     /// LSH sampling; absent: every neuron is active.
     pub lsh: Option<LshSection>,
     /// How the weights' Adam moments are stored: `f32` (default) or `bf16` (stochastic

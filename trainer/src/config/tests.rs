@@ -260,6 +260,64 @@ fn old_key_names_load_with_a_note() {
     }
 }
 
+/// `init` is the core's `Init`: `init = "normal"` with `init_scale` (the old spelling)
+/// loads as `{ normal = { std = ... } }` with a note; a scale without a scaled init, a scaled
+/// init without a scale, or a scale that is not positive, is refused naming the layer.
+#[test]
+fn init_is_the_cores_type() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let old_text = text
+        .replace(
+            "init = { normal = { std = 1.0 } }",
+            "init = \"normal\"\ninit_scale = 1.0",
+        )
+        .replace(
+            "init = { uniform = { bound = 0.003 } }",
+            "init = \"uniform\"\ninit_scale = 0.003",
+        );
+    let old = parse(&old_text, &path, &[]).unwrap();
+    let new = parse(&text, &path, &[]).unwrap();
+    assert_eq!(old.network(135_909, 20_000), new.network(135_909, 20_000));
+    assert_eq!(
+        new.network(135_909, 20_000).layers[1].init,
+        slide::Init::Uniform { bound: 0.003 }
+    );
+    assert_eq!(
+        old.notes,
+        [
+            "network.layers[0]: `init = \"normal\"` with `init_scale = 1.0` is now \
+             `init = { normal = { std = 1.0 } }`; read as such",
+            "network.layers[1]: `init = \"uniform\"` with `init_scale = 0.003` is now \
+             `init = { uniform = { bound = 0.003 } }`; read as such",
+        ]
+    );
+    for (overrides, expected) in [
+        (
+            vec!["network.layers.1.init=\"uniform\""],
+            "network.layers[1]: init = \"uniform\" needs its scale: \
+             `init = { uniform = { bound = ... } }`",
+        ),
+        (
+            vec![
+                "network.layers.1.init=\"glorot\"",
+                "network.layers.1.init_scale=2.0",
+            ],
+            "network.layers[1]: init_scale applies to normal and uniform only (now \
+             `init = { normal = { std = ... } }` or `{ uniform = { bound = ... } }`)",
+        ),
+        (
+            vec!["network.layers.0.init={ normal = { std = -1.0 } }"],
+            "network.layers[0]: invalid configuration of layer: the init scale must be a \
+             positive number, got -1",
+        ),
+    ] {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        let err = format!("{:#}", parse(&text, &path, &overrides).unwrap_err());
+        assert!(err.ends_with(expected), "{overrides:?}: {err}");
+    }
+}
+
 /// The shipped config's network, loaded from `text` with nothing changed.
 fn new_without_extra(text: &str, path: &Path) -> NetworkConfig {
     parse(text, path, &[]).unwrap().network(135_909, 20_000)

@@ -3,7 +3,7 @@
 use anyhow::{Context, Result, bail};
 
 use super::network::layer_config;
-use super::{Config, DataFormat, InitName, StrategyName};
+use super::{Config, DataFormat, StrategyName};
 
 impl Config {
     /// Every check that can be made without reading the data.
@@ -55,23 +55,6 @@ impl Config {
             bail!("data.features and data.labels are needed for the libsvm format");
         }
         for (i, layer) in self.network.layers.iter().enumerate() {
-            match (layer.init, layer.init_scale) {
-                (InitName::Normal | InitName::Uniform, None) => bail!(
-                    "network.layers[{i}]: init = \"{}\" needs init_scale",
-                    if layer.init == InitName::Normal {
-                        "normal"
-                    } else {
-                        "uniform"
-                    }
-                ),
-                (_, Some(x)) if !(x.is_finite() && x > 0.0) => {
-                    bail!("network.layers[{i}].init_scale must be positive, got {x}")
-                }
-                (InitName::Glorot | InitName::FanIn, Some(_)) => {
-                    bail!("network.layers[{i}].init_scale applies to normal and uniform only")
-                }
-                _ => {}
-            }
             if let Some(lsh) = &layer.lsh {
                 lsh.resolve(layer.size)
                     .with_context(|| format!("network.layers[{i}].lsh"))?;

@@ -88,8 +88,71 @@ fn upgrade_lsh(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<
             notes.push(format!("{place}: `{old}` is now `{new}`; read as such"));
         }
     }
+    upgrade_family(lsh, place, notes)?;
     upgrade_ablations(lsh, place, notes)?;
     upgrade_warmup(lsh, place, notes)
+}
+
+/// The family's flat keys of old: `family = "dwta"` with `bin_size`, `"simhash"` with
+/// `density`, `"simhash-gaussian"`, `"minhash"` with `bits`, and the key each setting takes in
+/// the lsh crate's `FamilyKind` now.
+fn upgrade_family(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
+    let settings: Vec<(&str, Value)> = ["bin_size", "density", "bits"]
+        .into_iter()
+        .filter_map(|key| lsh.remove(key).map(|value| (key, value)))
+        .collect();
+    let Some(name) = lsh
+        .get("family")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        if let Some((key, _)) = settings.first() {
+            bail!(
+                "{place}: `{key}` is a setting of the family now: `family = {{ dwta = {{ \
+                 bin_size = 8 }} }}`, `{{ simhash = {{ sparse = {{ density = 0.33 }} }} }}` or \
+                 `{{ minhash = {{ bits = 3 }} }}`"
+            );
+        }
+        return Ok(());
+    };
+    let (own, applies): (Option<&str>, &[&str]) = match name.as_str() {
+        "wta" | "dwta" => (Some("bin_size"), &["bin_size"]),
+        "simhash" => (Some("density"), &["density"]),
+        "minhash" => (Some("bits"), &["bits"]),
+        _ => (None, &[]),
+    };
+    let mut inner = Table::new();
+    for (key, value) in settings {
+        if applies.contains(&key) {
+            inner.insert(key.to_string(), value);
+        } else {
+            notes.push(format!(
+                "{place}: `{key}` does not apply to {name}; ignored, as before"
+            ));
+        }
+    }
+    let family = match name.as_str() {
+        "simhash" => Value::Table(Table::from_iter([(
+            "simhash".to_string(),
+            Value::Table(Table::from_iter([(
+                "sparse".to_string(),
+                Value::Table(inner),
+            )])),
+        )])),
+        "simhash-gaussian" => Value::Table(Table::from_iter([(
+            "simhash".to_string(),
+            Value::String("gaussian".to_string()),
+        )])),
+        _ if own.is_some() => Value::Table(Table::from_iter([(name.clone(), Value::Table(inner))])),
+        // Not a family of old either: the lsh crate's type names the ones it knows.
+        _ => return Ok(()),
+    };
+    let new = format!("family = {}", family.to_string().replace('\n', " "));
+    notes.push(format!(
+        "{place}: `family = \"{name}\"` and its settings are now `{new}`; read as such"
+    ));
+    lsh.insert("family".to_string(), family);
+    Ok(())
 }
 
 /// `uniform = true` and `exact_picks = true` become `picks = "uniform"` / `"exact"`;

@@ -14,8 +14,8 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 pub use sections::{
-    CheckpointConfig, DataConfig, DataFormat, EvalMode, FamilyName, LayerSection, LogConfig,
-    LshSection, NetworkSection, StrategyName, TrainConfig, WarmupSection,
+    CheckpointConfig, DataConfig, DataFormat, EvalMode, LayerSection, LogConfig, LshSection,
+    NetworkSection, StrategyName, TrainConfig, WarmupSection,
 };
 
 /// A whole config file.

@@ -2,30 +2,12 @@
 //! each layer's [`LayerConfig`] and [`LshConfig`].
 
 use anyhow::{Result, bail};
-use slide::lsh::{FamilyKind, LshParams, Projection, Sampling, Strategy};
+use slide::lsh::{LshParams, Sampling, Strategy};
 use slide::{AdamConfig, LayerConfig, LshConfig, NetworkConfig, RebuildSchedule};
 
-use super::{Config, FamilyName, LayerSection, LshSection, StrategyName};
+use super::{Config, LayerSection, LshSection, StrategyName};
 
 impl LshSection {
-    /// The core's family with its settings from the flat keys (`family`, `bin_size`,
-    /// `density`, `bits`).
-    fn family(&self) -> FamilyKind {
-        match self.family {
-            FamilyName::Simhash => FamilyKind::SimHash(Projection::Sparse {
-                density: self.density,
-            }),
-            FamilyName::SimhashGaussian => FamilyKind::SimHash(Projection::Gaussian),
-            FamilyName::Wta => FamilyKind::Wta {
-                bin_size: self.bin_size,
-            },
-            FamilyName::Dwta => FamilyKind::Dwta {
-                bin_size: self.bin_size,
-            },
-            FamilyName::Minhash => FamilyKind::MinHash { bits: self.bits },
-        }
-    }
-
     /// `K`, `L`, `range_pow` and the bucket capacity for a layer of `width` neurons: as
     /// given, or tuned from the budget when `k`, `l` and `range_pow` are all left out.
     pub fn resolve(&self, width: usize) -> Result<(LshParams, usize)> {
@@ -38,7 +20,7 @@ impl LshSection {
                 let Some(budget) = self.budget else {
                     bail!("k, l and range_pow are tuned from budget, which is missing");
                 };
-                let bits = self.family().bits_per_code()?;
+                let bits = self.family.bits_per_code()?;
                 let tuned = slide::lsh::tune_for_budget(width, budget, bits)?;
                 Ok((
                     tuned.params,
@@ -108,7 +90,7 @@ pub(super) fn layer_config(layer: &LayerSection, steps_per_epoch: u64) -> LayerC
         lsh: layer.lsh.as_ref().map(|lsh| {
             let (params, bucket_capacity) = resolved(lsh, layer.size);
             LshConfig {
-                family: lsh.family(),
+                family: lsh.family,
                 params,
                 bucket_capacity,
                 policy: lsh.policy,

@@ -115,22 +115,6 @@ pub struct LayerSection {
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
-/// LSH families.
-pub enum FamilyName {
-    /// Signed random projections, sparse ±1 entries.
-    Simhash,
-    /// Signed random projections, Gaussian entries.
-    SimhashGaussian,
-    /// Winner-take-all.
-    Wta,
-    /// Densified winner-take-all.
-    Dwta,
-    /// Densified one-permutation MinHash.
-    Minhash,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
 /// How active neurons are chosen from the buckets.
 pub enum StrategyName {
     /// The union of the L buckets from a random first table, up to the budget.
@@ -145,8 +129,9 @@ pub enum StrategyName {
 #[serde(deny_unknown_fields)]
 /// `[network.layers.lsh]`.
 pub struct LshSection {
-    /// Hash family.
-    pub family: FamilyName,
+    /// Hash family with its settings (the lsh crate's type: `{ dwta = { bin_size = 8 } }`,
+    /// `{ simhash = { sparse = { density = 0.33 } } }`, ...).
+    pub family: slide::lsh::FamilyKind,
     /// Hash functions concatenated per table (K). With `l` and `range_pow` left out too,
     /// all three and the bucket capacity are tuned from `budget` and the layer's width.
     pub k: Option<usize>,
@@ -159,15 +144,6 @@ pub struct LshSection {
     #[serde(default)]
     /// What a full bucket does.
     pub policy: BucketPolicy,
-    /// WTA/DWTA bin size.
-    #[serde(default = "default_bin_size")]
-    pub bin_size: usize,
-    /// Sparse SimHash density.
-    #[serde(default = "default_density")]
-    pub density: f32,
-    /// MinHash bits per code.
-    #[serde(default = "default_minhash_bits")]
-    pub bits: u32,
     /// How active neurons are chosen.
     pub strategy: StrategyName,
     /// Most neurons the strategy selects (top-k's k).
@@ -260,16 +236,6 @@ impl WarmupSection {
             _ => Ok(()),
         }
     }
-}
-
-fn default_bin_size() -> usize {
-    8
-}
-fn default_density() -> f32 {
-    1.0 / 3.0
-}
-fn default_minhash_bits() -> u32 {
-    3
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, clap::ValueEnum)]

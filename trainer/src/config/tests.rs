@@ -318,6 +318,55 @@ fn init_is_the_cores_type() {
     }
 }
 
+/// `family` is the lsh crate's `FamilyKind` with its settings: the old flat keys
+/// (`family = "dwta"` with `bin_size`, `"simhash"` with `density`) load with a note into the
+/// same network; a flat setting beside a new-style family is refused naming the new form.
+#[test]
+fn family_is_the_lsh_crates_type() {
+    let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    for (name, new_form, old_form, note) in [
+        (
+            "amazon670k-synthetic.toml",
+            "family = { dwta = { bin_size = 8 } }",
+            "family = \"dwta\"\nbin_size = 8",
+            "network.layers[1].lsh: `family = \"dwta\"` and its settings are now \
+             `family = { dwta = { bin_size = 8 } }`; read as such",
+        ),
+        (
+            "quickstart.toml",
+            "family = { simhash = { sparse = { density = 0.33333334 } } }",
+            "family = \"simhash\"",
+            "network.layers[0].lsh: `family = \"simhash\"` and its settings are now \
+             `family = { simhash = { sparse = {} } }`; read as such",
+        ),
+    ] {
+        let path = configs.join(name);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(new_form), "{name}");
+        let old = parse(&text.replace(new_form, old_form), &path, &[]).unwrap();
+        let new = parse(&text, &path, &[]).unwrap();
+        assert_eq!(old.network(1000, 1000), new.network(1000, 1000), "{name}");
+        assert_eq!(old.notes, [note]);
+    }
+    let path = configs.join("amazon670k-synthetic.toml");
+    let set = ["network.layers.1.lsh.family.dwta.bin_size=16".to_string()];
+    let family = load(&path, &set).unwrap().network(1000, 1000).layers[1].lsh;
+    let dwta16 = slide::lsh::FamilyKind::Dwta { bin_size: 16 };
+    assert_eq!(family.unwrap().family, dwta16);
+    let err = format!(
+        "{:#}",
+        load(&path, &["network.layers.1.lsh.bin_size=16".into()]).unwrap_err()
+    );
+    assert!(
+        err.ends_with(
+            "network.layers[1].lsh: `bin_size` is a setting of the family now: `family = { dwta \
+             = { bin_size = 8 } }`, `{ simhash = { sparse = { density = 0.33 } } }` or \
+             `{ minhash = { bits = 3 } }`"
+        ),
+        "{err}"
+    );
+}
+
 /// The shipped config's network, loaded from `text` with nothing changed.
 fn new_without_extra(text: &str, path: &Path) -> NetworkConfig {
     parse(text, path, &[]).unwrap().network(135_909, 20_000)

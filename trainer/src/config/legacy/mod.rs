@@ -6,6 +6,9 @@
 use anyhow::{Result, bail};
 use toml::{Table, Value};
 
+#[cfg(test)]
+mod tests;
+
 /// `[network.layers.lsh]` keys renamed to the core's field names, old name first.
 const RENAMED: [(&str, &str); 1] = [("uniform_negatives", "random_extra")];
 

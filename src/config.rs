@@ -91,6 +91,16 @@ impl NetworkConfig {
         }
     }
 
+    /// The same config with every warm-up given in epochs turned into steps, an epoch being
+    /// `steps_per_epoch` steps (see [`Warmup::in_steps`](crate::Warmup::in_steps)): the one
+    /// place the training set's size reaches the network's settings.
+    pub fn with_epoch_length(mut self, steps_per_epoch: u64) -> Self {
+        for lsh in self.layers.iter_mut().filter_map(|l| l.lsh.as_mut()) {
+            lsh.warmup = lsh.warmup.map(|w| w.in_steps(steps_per_epoch));
+        }
+        self
+    }
+
     /// Checks the network-level rules (a softmax output layer and no other, the optimizer's
     /// and the schedule's ranges). Each layer's own settings are checked when it is built.
     pub fn validate(&self) -> Result<()> {
@@ -191,7 +201,13 @@ impl NetworkConfig {
                 }
                 if let Some(warmup) = lsh.warmup {
                     put("lsh.warmup_random", warmup.random.to_string());
-                    put("lsh.warmup_steps", warmup.steps.to_string());
+                    put(
+                        "lsh.warmup_steps",
+                        match warmup.length {
+                            crate::layer::WarmupLength::Steps(steps) => steps.to_string(),
+                            crate::layer::WarmupLength::Epochs(e) => format!("{e} epochs"),
+                        },
+                    );
                 }
             }
         }

@@ -82,7 +82,7 @@ pub use eval::EVAL_BLOCK;
 pub use layer::{
     Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
     Picks, Precision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, Warmup,
-    WeightLayout, sample_rng,
+    WarmupLength, WeightLayout, sample_rng,
 };
 pub use network::{EvalPrecision, Network, NetworkState, StateScalars};
 pub use optimizer::{

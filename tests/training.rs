@@ -730,7 +730,7 @@ fn random_ids_warm_up_ends_on_schedule_and_on_resume() {
         lsh.sampling = lsh.sampling.with_min_active(0).with_random_extra(2);
         lsh.warmup = Some(slide::Warmup {
             random: 4,
-            steps: 6,
+            length: slide::WarmupLength::Steps(6),
         });
         config
     };
@@ -756,7 +756,8 @@ fn random_ids_warm_up_ends_on_schedule_and_on_resume() {
     // One without the other is refused.
     for (random, steps) in [(4, 0), (0, 6)] {
         let mut half = config();
-        half.layers[1].lsh.as_mut().unwrap().warmup = Some(slide::Warmup { random, steps });
+        let length = slide::WarmupLength::Steps(steps);
+        half.layers[1].lsh.as_mut().unwrap().warmup = Some(slide::Warmup { random, length });
         assert!(matches!(
             Network::new(half),
             Err(SlideError::InvalidConfig { .. })

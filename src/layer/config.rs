@@ -8,7 +8,7 @@ use crate::error::Result;
 
 pub use super::block::Precision;
 pub(crate) use super::block::{BlockLayout, M, V, WEIGHTS};
-pub use super::lsh_config::{DEFAULT_SHARED_REFRESH, LshConfig, Picks, Warmup};
+pub use super::lsh_config::{DEFAULT_SHARED_REFRESH, LshConfig, Picks, Warmup, WarmupLength};
 
 /// A layer's non-linearity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

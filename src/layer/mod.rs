@@ -66,7 +66,7 @@ pub(crate) use config::BlockLayout;
 use config::WEIGHTS;
 pub use config::{
     Activation, DEFAULT_SHARED_REFRESH, Init, LayerConfig, LshConfig, Mode, Picks, Precision,
-    Warmup, WeightLayout,
+    Warmup, WarmupLength, WeightLayout,
 };
 pub(crate) use lsh::LshState;
 pub(crate) use ranking::{rank_key, ranks_before};
@@ -142,6 +142,9 @@ impl SparseLayer {
         }
         if in_dim > u32::MAX as usize || config.out_dim > u32::MAX as usize {
             return Err(config_error(what(), "dimensions must be below 2^32"));
+        }
+        if let Some(warmup) = config.lsh.as_ref().and_then(|lsh| lsh.warmup) {
+            warmup.check_in_steps()?;
         }
         config.validate().map_err(|e| match e {
             // The layer's own checks name the layer's shape; the LSH settings' name "lsh".

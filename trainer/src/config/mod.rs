@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 pub use sections::{
     CheckpointConfig, DataConfig, DataFormat, EvalMode, LayerSection, LogConfig, LshSection,
-    NetworkSection, StrategyName, TrainConfig, WarmupSection,
+    NetworkSection, StrategyName, TrainConfig,
 };
 
 /// A whole config file.

@@ -38,20 +38,14 @@ fn default_bucket_capacity() -> usize {
 
 impl Config {
     /// The core network config for `input_dim` inputs and a training set of
-    /// `train_samples` (which turns a warm-up given in epochs into steps: `warmup.epochs`
-    /// times the steps of an epoch, rounded down, at least 1). The last layer's size must be
-    /// the number of labels; the core validates the rest.
+    /// `train_samples` (which turns a warm-up given in epochs into steps:
+    /// [`NetworkConfig::with_epoch_length`]). The last layer's size must be the number of
+    /// labels; the core validates the rest.
     pub fn network(&self, input_dim: usize, train_samples: usize) -> NetworkConfig {
         let t = &self.train;
-        let steps_per_epoch = t.steps_per_epoch(train_samples);
         NetworkConfig {
             input_dim,
-            layers: self
-                .network
-                .layers
-                .iter()
-                .map(|layer| layer_config(layer, steps_per_epoch))
-                .collect(),
+            layers: self.network.layers.iter().map(layer_config).collect(),
             adam: AdamConfig {
                 lr: t.lr,
                 beta1: t.beta1,
@@ -71,6 +65,7 @@ impl Config {
             },
             seed: t.seed,
         }
+        .with_epoch_length(t.steps_per_epoch(train_samples))
     }
 }
 
@@ -80,8 +75,8 @@ fn resolved(lsh: &LshSection, width: usize) -> (LshParams, usize) {
         .expect("Config::validate resolved every layer")
 }
 
-/// `layer` as the core's config, a warm-up in epochs taken as that many of `steps_per_epoch`.
-pub(super) fn layer_config(layer: &LayerSection, steps_per_epoch: u64) -> LayerConfig {
+/// `layer` as the core's config (a warm-up in epochs stays in epochs).
+pub(super) fn layer_config(layer: &LayerSection) -> LayerConfig {
     LayerConfig {
         out_dim: layer.size,
         activation: layer.activation,
@@ -114,7 +109,7 @@ pub(super) fn layer_config(layer: &LayerSection, steps_per_epoch: u64) -> LayerC
                 shared_shift: lsh.shared_shift,
                 shared_pool: lsh.shared_pool,
                 center_queries: lsh.center_queries,
-                warmup: lsh.warmup.map(|w| w.resolve(steps_per_epoch)),
+                warmup: lsh.warmup,
                 shared_refresh: lsh.shared_refresh,
             }
         }),

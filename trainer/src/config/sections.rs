@@ -187,55 +187,10 @@ pub struct LshSection {
     /// `slide::Picks`).
     #[serde(default)]
     pub picks: slide::Picks,
-    /// A warm-up of uniformly random outputs (`[network.layers.lsh.warmup]`).
-    pub warmup: Option<WarmupSection>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(deny_unknown_fields)]
-/// `[network.layers.lsh.warmup]`: this many further uniformly random outputs join each
-/// training sample's active set in the first `steps` steps or the first `epochs` epochs (with
-/// `log_q` the tables' picks count as themselves while random ids are drawn; see
-/// `slide::Warmup`).
-pub struct WarmupSection {
-    /// Random outputs per sample (at least 1).
-    pub random: usize,
-    /// How many training steps it lasts.
-    pub steps: Option<u64>,
-    /// How long it lasts in epochs of the training set (converted to steps, rounded down,
-    /// at least 1, once the data is loaded: see [`Config::network`](super::Config::network));
-    /// instead of `steps`.
-    pub epochs: Option<f64>,
-}
-
-impl WarmupSection {
-    /// The core's warm-up, a length in epochs taken as that many of `steps_per_epoch`.
-    pub fn resolve(&self, steps_per_epoch: u64) -> slide::Warmup {
-        let steps = match (self.steps, self.epochs) {
-            (_, Some(epochs)) => ((epochs * steps_per_epoch as f64) as u64).max(1),
-            (steps, None) => steps.unwrap_or(0),
-        };
-        slide::Warmup {
-            random: self.random,
-            steps,
-        }
-    }
-
-    /// The checks that need no data: random ids, one length, in steps or epochs, and a
-    /// positive number of epochs. (The core checks the steps.)
-    pub fn validate(&self) -> anyhow::Result<()> {
-        if self.random == 0 {
-            anyhow::bail!("warmup.random must be at least 1 (no warm-up: leave the section out)");
-        }
-        match (self.steps, self.epochs) {
-            (Some(_), Some(_)) => anyhow::bail!("warmup: give steps or epochs, not both"),
-            (None, None) => anyhow::bail!("warmup: give its length, steps or epochs"),
-            (_, Some(epochs)) if !(epochs.is_finite() && epochs > 0.0) => {
-                anyhow::bail!("warmup.epochs must be a positive number of epochs, got {epochs}")
-            }
-            _ => Ok(()),
-        }
-    }
+    /// A warm-up of uniformly random outputs (`[network.layers.lsh.warmup]`, the core's
+    /// `Warmup`: `random` and `length = { steps = N }` or `{ epochs = E }`; epochs become
+    /// steps once the data is loaded, see [`Config::network`](super::Config::network)).
+    pub warmup: Option<slide::Warmup>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -115,53 +115,57 @@ fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
 /// The warm-up's random negatives reach the core's LSH config (the shipped 128 for half
 /// an epoch: 78 of the 157 steps of 20,000 samples, 391 of 782 for 100,000, at least 1),
 /// on top of the uniform ablation's too; a length in steps or in epochs, not both; one
-/// without the other, or a negative length, is refused when the config is loaded.
+/// without the other, or a length that is not positive, is refused when the config is
+/// loaded.
 #[test]
 fn warm_up_negatives_reach_the_core() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
     let warm = |overrides: &[String], samples: usize| {
         let network = load(&path, overrides).unwrap().network(135_909, samples);
         let lsh = network.layers[1].lsh.unwrap();
-        let warmup = lsh.warmup.map_or((0, 0), |w| (w.random, w.steps));
-        (lsh.effective_sampling().random_extra, warmup.0, warmup.1)
+        let warmup = lsh.warmup.unwrap();
+        let slide::WarmupLength::Steps(steps) = warmup.length else {
+            panic!("{warmup:?} is not in steps");
+        };
+        (lsh.effective_sampling().random_extra, warmup.random, steps)
     };
     assert_eq!(warm(&[], 20_000), (0, 128, 78));
     assert_eq!(warm(&[], 100_000), (0, 128, 391));
     assert_eq!(warm(&[], 10), (0, 128, 1));
     let uniform = ["network.layers.1.lsh.picks=\"uniform\"".into()];
     assert_eq!(warm(&uniform, 20_000), (256, 128, 78));
-    let in_steps = ["network.layers.1.lsh.warmup={ random = 128, steps = 100 }".into()];
+    let in_steps = ["network.layers.1.lsh.warmup.length={ steps = 100 }".into()];
     assert_eq!(warm(&in_steps, 20_000), (0, 128, 100));
-    let layer = "network.layers[1].lsh: ";
+    let layer = "network.layers[1].lsh: invalid configuration of lsh: ";
     for (bad, expected) in [
         (
-            vec!["network.layers.1.lsh.warmup.random=0"],
-            "warmup.random must be at least 1 (no warm-up: leave the section out)",
+            "warmup.random=0",
+            "warmup.random must be at least 1 (no warm-up: leave it out)",
         ),
         (
-            vec!["network.layers.1.lsh.warmup={ random = 128, steps = 0 }"],
-            "invalid configuration of lsh: warmup.random (128) and warmup.steps (0) must both \
-             be at least 1 (no warm-up: leave it out)",
+            "warmup.length={ steps = 0 }",
+            "warmup.length: steps must be at least 1",
         ),
         (
-            vec!["network.layers.1.lsh.warmup={ random = 128 }"],
-            "warmup: give its length, steps or epochs",
-        ),
-        (
-            vec!["network.layers.1.lsh.warmup.steps=100"],
-            "warmup: give steps or epochs, not both",
-        ),
-        (
-            vec!["network.layers.1.lsh.warmup.epochs=-1.0"],
-            "warmup.epochs must be a positive number of epochs, got -1",
+            "warmup.length={ epochs = -1.0 }",
+            "warmup.length: epochs must be a positive number, got -1",
         ),
     ] {
-        let overrides: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+        let overrides = [format!("network.layers.1.lsh.{bad}")];
         let err = format!("{:#}", load(&path, &overrides).unwrap_err());
         assert!(
             err.ends_with(&format!("{layer}{expected}")),
             "{bad:?}: {err}"
         );
+    }
+    // What serde refuses names the key.
+    for (bad, expected) in [
+        ("warmup={ random = 128 }", "missing field `length`"),
+        ("warmup.length={ steps = 1, epochs = 0.5 }", "length"),
+    ] {
+        let overrides = [format!("network.layers.1.lsh.{bad}")];
+        let err = format!("{:#}", load(&path, &overrides).unwrap_err());
+        assert!(err.contains(expected), "{bad:?}: {err}");
     }
 }
 

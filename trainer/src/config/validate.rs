@@ -61,11 +61,6 @@ impl Config {
                 if lsh.picks == slide::Picks::Uniform && lsh.budget.is_none() {
                     bail!("network.layers[{i}].lsh: picks = \"uniform\" needs budget");
                 }
-                if let Some(warmup) = &lsh.warmup {
-                    warmup
-                        .validate()
-                        .with_context(|| format!("network.layers[{i}].lsh"))?;
-                }
                 match lsh.strategy {
                     StrategyName::TopK if lsh.budget.is_none() => {
                         bail!("network.layers[{i}].lsh: strategy top-k needs budget (k)")
@@ -76,9 +71,9 @@ impl Config {
                     _ => {}
                 }
             }
-            // The core's checks, once (a warm-up in epochs is at least a step whatever the
-            // data's size): the LSH settings named as such, then the rest of the layer.
-            let core = layer_config(layer, 1);
+            // The core's checks, once, without the data (a warm-up may still be in epochs):
+            // the LSH settings named as such, then the rest of the layer.
+            let core = layer_config(layer);
             if let Some(lsh) = &core.lsh {
                 lsh.validate(core.out_dim)
                     .with_context(|| format!("network.layers[{i}].lsh"))?;

@@ -15,8 +15,8 @@ const RENAMED: [(&str, &str); 1] = [("uniform_negatives", "random_extra")];
 /// The warm-up's flat keys of old, and their names in `[network.layers.lsh.warmup]`.
 const WARMUP: [(&str, &str); 3] = [
     ("warmup_negatives", "random"),
-    ("warmup_steps", "steps"),
-    ("warmup_epochs", "epochs"),
+    ("warmup_steps", "length.steps"),
+    ("warmup_epochs", "length.epochs"),
 ];
 
 /// The ablations' flags of old, and the `picks` each one set.
@@ -199,9 +199,9 @@ fn upgrade_ablations(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> R
     }
 }
 
-/// `warmup_negatives`, `warmup_steps` and `warmup_epochs` become `[...lsh.warmup]`'s
-/// `random`, `steps` and `epochs` (`[train] warmup_steps` is the learning rate's warm-up);
-/// all of them 0, as the defaults were, is no warm-up.
+/// `warmup_negatives`, `warmup_steps` and `warmup_epochs` become the core's
+/// `warmup = { random, length = { steps } | { epochs } }` (`[train] warmup_steps` is the
+/// learning rate's warm-up); all of them 0, as the defaults were, is no warm-up.
 fn upgrade_warmup(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
     let old: Vec<(&str, &str, Value)> = WARMUP
         .iter()
@@ -222,14 +222,28 @@ fn upgrade_warmup(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Resu
         ));
     }
     let zero = |v: &Value| v.as_integer() == Some(0) || v.as_float() == Some(0.0);
-    if old.iter().all(|(_, _, value)| zero(value)) {
-        return Ok(());
-    }
-    let warmup: Table = old
+    let (random, lengths): (Vec<_>, Vec<_>) = old
         .into_iter()
-        .filter(|(_, new, value)| !(*new != "random" && zero(value)))
-        .map(|(_, new, value)| (new.to_string(), value))
-        .collect();
+        .filter(|(_, _, value)| !zero(value))
+        .partition(|(_, new, _)| *new == "random");
+    let form = "`warmup = { random = R, length = { steps = N } }` or `{ epochs = E }`";
+    let length = match (&random[..], &lengths[..]) {
+        ([], []) => return Ok(()),
+        ([_], [(_, new, value)]) => {
+            Table::from_iter([(new.trim_start_matches("length.").to_string(), value.clone())])
+        }
+        (_, [_, _]) => bail!("{place}: give warmup_steps or warmup_epochs, not both (now {form})"),
+        ([_], []) => bail!(
+            "{place}: warmup_negatives needs its length, warmup_steps or warmup_epochs (now \
+             {form})"
+        ),
+        _ => bail!("{place}: a warm-up's length needs warmup_negatives (now {form})"),
+    };
+    let random = random.into_iter().next().expect("matched one").2;
+    let warmup = Table::from_iter([
+        ("random".to_string(), random),
+        ("length".to_string(), Value::Table(length)),
+    ]);
     lsh.insert("warmup".to_string(), Value::Table(warmup));
     Ok(())
 }

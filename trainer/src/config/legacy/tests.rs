@@ -10,14 +10,15 @@ use crate::config::{load, parse};
 /// The keys renamed in issue 28 still load, with a note naming the new key, into the same
 /// network: `uniform_negatives` (now `random_extra`), `uniform` / `exact_picks` (now
 /// `picks`), `warmup_negatives` / `warmup_steps` / `warmup_epochs` (now
-/// `[network.layers.lsh.warmup]`, apart from `[train] warmup_steps`). An old key beside its
-/// new one, or both ablations at once, is refused with a message naming the new key.
+/// `warmup = { random, length = { steps } | { epochs } }`, apart from `[train]
+/// warmup_steps`). An old key beside its new one, both ablations at once, or half a warm-up
+/// of old, is refused with a message naming the new key.
 #[test]
 fn old_key_names_load_with_a_note() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     let old_text = text.replace(
-        "[network.layers.lsh.warmup]\nrandom = 128\nepochs = 0.5\n",
+        "[network.layers.lsh.warmup]\nrandom = 128\nlength = { epochs = 0.5 }\n",
         "warmup_negatives = 128\nwarmup_epochs = 0.5\nwarmup_steps = 0\nuniform_negatives = 3\n",
     );
     assert_ne!(old_text, text);
@@ -35,8 +36,8 @@ fn old_key_names_load_with_a_note() {
         [
             "`uniform_negatives` is now `random_extra`; read as such",
             "`warmup_negatives` is now `warmup.random`; read as such",
-            "`warmup_steps` is now `warmup.steps`; read as such",
-            "`warmup_epochs` is now `warmup.epochs`; read as such",
+            "`warmup_steps` is now `warmup.length.steps`; read as such",
+            "`warmup_epochs` is now `warmup.length.epochs`; read as such",
         ]
         .map(|n| format!("{place}{n}"))
     );
@@ -100,6 +101,54 @@ fn old_key_names_load_with_a_note() {
             "{overrides:?}: {err}"
         );
     }
+    // Half a warm-up of old, or one with two lengths.
+    let no_warmup = text.replace(
+        "[network.layers.lsh.warmup]\nrandom = 128\nlength = { epochs = 0.5 }\n",
+        "",
+    );
+    let form = "(now `warmup = { random = R, length = { steps = N } }` or `{ epochs = E }`)";
+    for (overrides, expected) in [
+        (
+            vec!["warmup_negatives=4"],
+            format!("warmup_negatives needs its length, warmup_steps or warmup_epochs {form}"),
+        ),
+        (
+            vec!["warmup_negatives=4", "warmup_steps=5", "warmup_epochs=1.0"],
+            format!("give warmup_steps or warmup_epochs, not both {form}"),
+        ),
+        (
+            vec!["warmup_steps=5"],
+            format!("a warm-up's length needs warmup_negatives {form}"),
+        ),
+    ] {
+        let overrides: Vec<String> = overrides
+            .iter()
+            .map(|s| format!("network.layers.1.lsh.{s}"))
+            .collect();
+        let err = format!(
+            "{:#}",
+            parse(
+                &no_warmup,
+                &overrides.iter().map(String::as_str).collect::<Vec<_>>()
+            )
+            .unwrap_err()
+        );
+        assert!(
+            err.ends_with(&format!("{place}{expected}")),
+            "{overrides:?}: {err}"
+        );
+    }
+    let steps = parse(
+        &no_warmup,
+        &[
+            "network.layers.1.lsh.warmup_negatives=4",
+            "network.layers.1.lsh.warmup_steps=5",
+        ],
+    )
+    .unwrap();
+    let warmup = steps.network(135_909, 20_000).layers[1].lsh.unwrap().warmup;
+    let length = slide::WarmupLength::Steps(5);
+    assert_eq!(warmup, Some(slide::Warmup { random: 4, length }));
 }
 
 /// `init` is the core's `Init`: `init = "normal"` with `init_scale` (the old spelling)

@@ -14,7 +14,9 @@ impl LshSection {
         match (self.k, self.l, self.range_pow) {
             (Some(k), Some(l), Some(range_pow)) => Ok((
                 LshParams { k, l, range_pow },
-                self.bucket_capacity.unwrap_or_else(default_bucket_capacity),
+                // The core's default (128), not a copy of it.
+                self.bucket_capacity
+                    .unwrap_or(LshConfig::default().bucket_capacity),
             )),
             (None, None, None) => {
                 let Some(budget) = self.budget else {
@@ -30,10 +32,6 @@ impl LshSection {
             _ => bail!("give all of k, l and range_pow, or none of them (tuned from budget)"),
         }
     }
-}
-
-fn default_bucket_capacity() -> usize {
-    128
 }
 
 impl Config {

@@ -1,7 +1,7 @@
-//! Config keys that were renamed (or, for `init_scale`, folded into the core's type), read under their new names with a note that says so (or
-//! refused with a message naming the new key where the old spelling cannot be carried
-//! over): old config files and `--set` lines keep working. Runs on the TOML value, after the
-//! overrides and before the sections are read.
+//! Config keys of old (issue 28 gave each setting the core's name and type), read under
+//! their new names with a note that says so, or refused with a message naming the new key
+//! where the old spelling cannot be carried over: old config files and `--set` lines keep
+//! working. Runs on the TOML value, after the overrides and before the sections are read.
 
 use anyhow::{Result, bail};
 use toml::{Table, Value};
@@ -12,7 +12,7 @@ mod tests;
 /// `[network.layers.lsh]` keys renamed to the core's field names, old name first.
 const RENAMED: [(&str, &str); 1] = [("uniform_negatives", "random_extra")];
 
-/// The warm-up's flat keys of old, and their names in `[network.layers.lsh.warmup]`.
+/// The warm-up's flat keys of old, and their places in `[network.layers.lsh.warmup]`.
 const WARMUP: [(&str, &str); 3] = [
     ("warmup_negatives", "random"),
     ("warmup_steps", "length.steps"),
@@ -22,8 +22,8 @@ const WARMUP: [(&str, &str); 3] = [
 /// The ablations' flags of old, and the `picks` each one set.
 const ABLATIONS: [(&str, &str); 2] = [("uniform", "uniform"), ("exact_picks", "exact")];
 
-/// Rewrites the old keys of every `[network.layers.lsh]` in `config` to their new names and
-/// returns one note per key rewritten.
+/// Rewrites the old keys of every `[[network.layers]]` and `[network.layers.lsh]` in
+/// `config` to their new names and returns one note per key rewritten.
 pub(super) fn upgrade(config: &mut Table) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     let layers = config

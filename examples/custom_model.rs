@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling, Vector};
 use slide::{
     Activation, Adam, AdamConfig, Init, LayerConfig, LayerTrace, LshConfig, Mode, SelectScratch,
-    SparseExamples, SparseLayer, UpdateScratch, WeightLayout, sample_rng,
+    SparseExamples, SparseLayer, UpdateScratch, sample_rng,
 };
 use slide::{Examples, Result};
 
@@ -77,45 +77,37 @@ fn sigmoid(z: f32) -> f32 {
 impl Model {
     fn new(seed: u64) -> Result<Self> {
         let hidden = LayerConfig {
-            out_dim: HIDDEN,
-            activation: Activation::Relu,
-            layout: WeightLayout::NeuronMajor,
             init: Init::FanIn,
-            lsh: Some(LshConfig {
-                family: FamilyKind::SimHash(Projection::Sparse { density: 0.3 }),
-                params: LshParams {
-                    k: 4,
-                    l: 16,
-                    range_pow: 4,
-                },
-                bucket_capacity: 64,
-                policy: BucketPolicy::Reservoir,
-                sampling: Sampling::vanilla().with_budget(96).with_min_active(64),
-                ..Default::default()
-            }),
-            moments: Default::default(),
-            weights: Default::default(),
-        };
+            ..LayerConfig::new(HIDDEN, Activation::Relu)
+        }
+        .sampled(LshConfig {
+            family: FamilyKind::SimHash(Projection::Sparse { density: 0.3 }),
+            params: LshParams {
+                k: 4,
+                l: 16,
+                range_pow: 4,
+            },
+            bucket_capacity: 64,
+            policy: BucketPolicy::Reservoir,
+            sampling: Sampling::vanilla().with_budget(96).with_min_active(64),
+            ..Default::default()
+        });
         let output = LayerConfig {
-            out_dim: CLASSES,
-            activation: Activation::Linear,
-            layout: WeightLayout::NeuronMajor,
             init: Init::FanIn,
-            lsh: Some(LshConfig {
-                family: FamilyKind::Dwta { bin_size: 8 },
-                params: LshParams {
-                    k: 2,
-                    l: 16,
-                    range_pow: 6,
-                },
-                bucket_capacity: 32,
-                policy: BucketPolicy::Reservoir,
-                sampling: Sampling::vanilla().with_budget(32).with_min_active(32),
-                ..Default::default()
-            }),
-            moments: Default::default(),
-            weights: Default::default(),
-        };
+            ..LayerConfig::new(CLASSES, Activation::Linear)
+        }
+        .sampled(LshConfig {
+            family: FamilyKind::Dwta { bin_size: 8 },
+            params: LshParams {
+                k: 2,
+                l: 16,
+                range_pow: 6,
+            },
+            bucket_capacity: 32,
+            policy: BucketPolicy::Reservoir,
+            sampling: Sampling::vanilla().with_budget(32).with_min_active(32),
+            ..Default::default()
+        });
         Ok(Model {
             hidden: SparseLayer::new(FEATURES, &hidden, seed)?,
             output: SparseLayer::new(HIDDEN, &output, seed + 1)?,

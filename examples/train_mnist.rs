@@ -16,8 +16,8 @@ use rand::{RngExt, SeedableRng};
 use slide::formats::idx::read_images;
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling};
 use slide::{
-    Activation, AdamConfig, Examples, Init, LayerConfig, LshConfig, Mode, Network, NetworkConfig,
-    RebuildSchedule, StepStats, WeightLayout,
+    Activation, AdamConfig, Examples, LayerConfig, LshConfig, Mode, Network, NetworkConfig,
+    RebuildSchedule, StepStats,
 };
 
 fn fail(message: impl std::fmt::Display) -> ! {
@@ -76,23 +76,10 @@ fn main() {
         input_dim: 784,
         layers: vec![
             LayerConfig {
-                out_dim: hidden,
-                activation: Activation::Relu,
-                layout: WeightLayout::NeuronMajor,
-                init: Init::Glorot,
                 lsh,
-                moments: Default::default(),
-                weights: Default::default(),
+                ..LayerConfig::new(hidden, Activation::Relu)
             },
-            LayerConfig {
-                out_dim: 10,
-                activation: Activation::Softmax,
-                layout: WeightLayout::NeuronMajor,
-                init: Init::Glorot,
-                lsh: None,
-                moments: Default::default(),
-                weights: Default::default(),
-            },
+            LayerConfig::new(10, Activation::Softmax),
         ],
         adam: AdamConfig {
             lr,

@@ -15,10 +15,10 @@ use std::time::Instant;
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
-use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
+use slide::lsh::{FamilyKind, LshParams, Sampling};
 use slide::{
-    Activation, AdamConfig, Init, LayerConfig, LshConfig, Mode, Network, NetworkConfig,
-    RebuildSchedule, SparseExamples, StepStats, WeightLayout,
+    Activation, AdamConfig, LayerConfig, LshConfig, Mode, Network, NetworkConfig, RebuildSchedule,
+    SparseExamples, StepStats, WeightLayout,
 };
 
 const FEATURES: usize = 20_000;
@@ -93,34 +93,19 @@ fn main() {
     let train = generate(labels, 100_000, 1, &prototypes);
     let test = generate(labels, 5_000, 2, &prototypes);
 
-    let output = LayerConfig {
-        out_dim: labels,
-        activation: Activation::Softmax,
-        layout: WeightLayout::NeuronMajor,
-        init: Init::Glorot,
-        lsh: Some(LshConfig {
-            family: FamilyKind::Dwta { bin_size: 8 },
-            params: LshParams {
-                k: 4,
-                l: 50,
-                range_pow: 12,
-            },
-            bucket_capacity: 128,
-            policy: BucketPolicy::Fifo,
-            sampling: Sampling::top_k(256).with_min_active(256),
-            ..Default::default()
-        }),
-        moments: Default::default(),
-        weights: Default::default(),
-    };
+    let output = LayerConfig::new(labels, Activation::Softmax).sampled(LshConfig {
+        family: FamilyKind::Dwta { bin_size: 8 },
+        params: LshParams {
+            k: 4,
+            l: 50,
+            range_pow: 12,
+        },
+        sampling: Sampling::top_k(256).with_min_active(256),
+        ..Default::default()
+    });
     let hidden = LayerConfig {
-        out_dim: 128,
-        activation: Activation::Relu,
         layout: WeightLayout::InputMajor,
-        init: Init::Glorot,
-        lsh: None,
-        moments: Default::default(),
-        weights: Default::default(),
+        ..LayerConfig::new(128, Activation::Relu)
     };
     let mut net = Network::new(NetworkConfig {
         input_dim: FEATURES,

@@ -72,6 +72,35 @@ pub struct NetworkConfig {
 }
 
 impl NetworkConfig {
+    /// A network of `layers` on `input_dim` inputs, with Adam's defaults, a table rebuild
+    /// every 50 steps and seed 0. Set what differs:
+    ///
+    /// ```
+    /// use slide::{Activation, LayerConfig, NetworkConfig};
+    /// let layers = vec![LayerConfig::new(3, Activation::Softmax)];
+    /// let config = NetworkConfig { seed: 7, ..NetworkConfig::new(10, layers) };
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn new(input_dim: usize, layers: Vec<LayerConfig>) -> Self {
+        NetworkConfig {
+            input_dim,
+            layers,
+            adam: AdamConfig::default(),
+            rebuild: RebuildSchedule::Fixed { every: 50 },
+            seed: 0,
+        }
+    }
+
+    /// The same config with every warm-up given in epochs turned into steps, an epoch being
+    /// `steps_per_epoch` steps (see [`Warmup::in_steps`](crate::Warmup::in_steps)): the one
+    /// place the training set's size reaches the network's settings.
+    pub fn with_epoch_length(mut self, steps_per_epoch: u64) -> Self {
+        for lsh in self.layers.iter_mut().filter_map(|l| l.lsh.as_mut()) {
+            lsh.warmup = lsh.warmup.map(|w| w.in_steps(steps_per_epoch));
+        }
+        self
+    }
+
     /// Checks the network-level rules (a softmax output layer and no other, the optimizer's
     /// and the schedule's ranges). Each layer's own settings are checked when it is built.
     pub fn validate(&self) -> Result<()> {
@@ -123,8 +152,8 @@ impl NetworkConfig {
     /// `.lsh.family`, `.lsh.params`, `.lsh.bucket_capacity`, `.lsh.policy`, `.lsh.sampling`,
     /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, `.lsh.shared_pool` (if
     /// above `shared_negatives`), `.lsh.shared_shift` (if not 0), `.lsh.shared_refresh` (if
-    /// not 8), `.lsh.exact_picks` (if
-    /// set), `.lsh.warmup_random` and `.lsh.warmup_steps` (if not 0), then `adam` and
+    /// not 8), `.lsh.exact_picks` (if the picks are [`Picks::Exact`](crate::Picks::Exact)),
+    /// `.lsh.warmup_random` and `.lsh.warmup_steps` (with a warm-up), then `adam` and
     /// `rebuild`. Checkpoints record it, so a resume can name the settings that changed.
     pub fn describe(&self) -> Vec<(String, String)> {
         let mut out = vec![
@@ -150,7 +179,9 @@ impl NetworkConfig {
                 put("lsh.params", format!("{:?}", lsh.params));
                 put("lsh.bucket_capacity", lsh.bucket_capacity.to_string());
                 put("lsh.policy", format!("{:?}", lsh.policy));
-                put("lsh.sampling", format!("{:?}", lsh.sampling));
+                // The sampling the layer runs (uniform picks rewrite it), as before the
+                // ablation had a name of its own.
+                put("lsh.sampling", format!("{:?}", lsh.effective_sampling()));
                 put("lsh.log_q", lsh.log_q.to_string());
                 put("lsh.shared_negatives", lsh.shared_negatives.to_string());
                 put("lsh.center_queries", lsh.center_queries.to_string());
@@ -163,12 +194,20 @@ impl NetworkConfig {
                 if lsh.shared_refresh != crate::layer::DEFAULT_SHARED_REFRESH {
                     put("lsh.shared_refresh", lsh.shared_refresh.to_string());
                 }
-                if lsh.exact_picks {
+                // The names these settings had before `picks` and `warmup` grouped them,
+                // so checkpoints written then compare equal.
+                if lsh.picks == crate::layer::Picks::Exact {
                     put("lsh.exact_picks", "true".to_string());
                 }
-                if lsh.warmup_steps > 0 {
-                    put("lsh.warmup_random", lsh.warmup_random.to_string());
-                    put("lsh.warmup_steps", lsh.warmup_steps.to_string());
+                if let Some(warmup) = lsh.warmup {
+                    put("lsh.warmup_random", warmup.random.to_string());
+                    put(
+                        "lsh.warmup_steps",
+                        match warmup.length {
+                            crate::layer::WarmupLength::Steps(steps) => steps.to_string(),
+                            crate::layer::WarmupLength::Epochs(e) => format!("{e} epochs"),
+                        },
+                    );
                 }
             }
         }
@@ -281,21 +320,14 @@ mod tests {
     use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
 
     fn config() -> NetworkConfig {
-        let layer = |out_dim, activation| LayerConfig {
-            out_dim,
-            activation,
-            layout: WeightLayout::NeuronMajor,
-            init: Init::Glorot,
-            lsh: None,
-            moments: Default::default(),
-            weights: Default::default(),
-        };
+        let layers = vec![
+            LayerConfig::new(8, Activation::Relu),
+            LayerConfig::new(3, Activation::Softmax),
+        ];
         NetworkConfig {
-            input_dim: 10,
-            layers: vec![layer(8, Activation::Relu), layer(3, Activation::Softmax)],
-            adam: AdamConfig::default(),
             rebuild: RebuildSchedule::Fixed { every: 5 },
             seed: 1,
+            ..NetworkConfig::new(10, layers)
         }
     }
 

@@ -18,10 +18,10 @@
 //!
 //! ```
 //! use slide::{
-//!     Activation, AdamConfig, DenseExamples, Init, LayerConfig, LshConfig, Mode, Network,
-//!     NetworkConfig, RebuildSchedule, WeightLayout, Workspace,
+//!     Activation, AdamConfig, DenseExamples, LayerConfig, LshConfig, Mode, Network,
+//!     NetworkConfig, RebuildSchedule, Workspace,
 //! };
-//! use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling};
+//! use slide::lsh::{FamilyKind, LshParams, Projection, Sampling};
 //!
 //! let mut data = DenseExamples { dim: 4, ..Default::default() };
 //! for i in 0..64 {
@@ -31,29 +31,20 @@
 //!     data.inputs.extend([sign + wobble, sign - wobble, 0.5 * sign, wobble]);
 //!     data.classes.push(class);
 //! }
-//! let hidden = LayerConfig {
-//!     out_dim: 64,
-//!     activation: Activation::Relu,
-//!     layout: WeightLayout::NeuronMajor,
-//!     init: Init::Glorot,
-//!     lsh: Some(LshConfig {
-//!         family: FamilyKind::SimHash(Projection::Gaussian),
-//!         params: LshParams { k: 2, l: 8, range_pow: 2 },
-//!         bucket_capacity: 64,
-//!         policy: BucketPolicy::Fifo,
-//!         sampling: Sampling::vanilla().with_min_active(16),
-//!         ..Default::default()
-//!     }),
-//!     moments: Default::default(),
-//!     weights: Default::default(),
-//! };
-//! let output = LayerConfig { out_dim: 2, activation: Activation::Softmax, layout: WeightLayout::NeuronMajor, init: Init::Glorot, lsh: None, moments: Default::default(), weights: Default::default() };
+//! // Set only what differs from the defaults.
+//! let hidden = LayerConfig::new(64, Activation::Relu).sampled(LshConfig {
+//!     family: FamilyKind::SimHash(Projection::Gaussian),
+//!     params: LshParams { k: 2, l: 8, range_pow: 2 },
+//!     bucket_capacity: 64,
+//!     sampling: Sampling::vanilla().with_min_active(16),
+//!     ..Default::default()
+//! });
+//! let output = LayerConfig::new(2, Activation::Softmax);
 //! let mut net = Network::new(NetworkConfig {
-//!     input_dim: 4,
-//!     layers: vec![hidden, output],
 //!     adam: AdamConfig { lr: 0.01, ..AdamConfig::default() },
 //!     rebuild: RebuildSchedule::Fixed { every: 10 },
 //!     seed: 7,
+//!     ..NetworkConfig::new(4, vec![hidden, output])
 //! })?;
 //! // The per-batch buffers, reused from step to step.
 //! let mut ws = Workspace::new();
@@ -90,8 +81,8 @@ pub use error::{Result, SlideError};
 pub use eval::EVAL_BLOCK;
 pub use layer::{
     Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
-    Precision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, WeightLayout,
-    sample_rng,
+    Picks, Precision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, Warmup,
+    WarmupLength, WeightLayout, sample_rng,
 };
 pub use network::{EvalPrecision, Network, NetworkState, StateScalars};
 pub use optimizer::{

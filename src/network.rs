@@ -59,6 +59,20 @@ pub enum EvalPrecision {
     Bf16,
 }
 
+impl EvalPrecision {
+    /// Checks that this CPU can score in this precision ([`Bf16`](Self::Bf16) needs
+    /// AVX512-BF16).
+    pub fn validate(self) -> Result<()> {
+        if self == EvalPrecision::Bf16 && !crate::kernels::has_bf16_dot() {
+            return Err(config_error(
+                "eval precision",
+                "BF16 scoring needs a CPU with AVX512-BF16",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Where training stands: steps taken and the rebuild schedule's position.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Progress {
@@ -99,12 +113,7 @@ impl Network {
     /// output layer ([`EvalPrecision::F32`] unless set). [`EvalPrecision::Bf16`] needs a CPU
     /// with AVX512-BF16 (an error otherwise).
     pub fn set_eval_precision(&mut self, precision: EvalPrecision) -> Result<()> {
-        if precision == EvalPrecision::Bf16 && !crate::kernels::has_bf16_dot() {
-            return Err(config_error(
-                "eval precision",
-                "BF16 scoring needs a CPU with AVX512-BF16",
-            ));
-        }
+        precision.validate()?;
         self.eval_precision = precision;
         Ok(())
     }

@@ -770,7 +770,7 @@ fn resumable_config_in((weights, moments): Storage, seed: u64) -> NetworkConfig 
     config
 }
 
-/// The warm-up's random ids (`LshConfig::warmup_random`): 4 random ids per sample on top
+/// The warm-up's random ids (`LshConfig::warmup`): 4 random ids per sample on top
 /// of the sampling's 2 in the first 6 steps, the 2 after; a network restored from a state saved after
 /// the warm-up draws none either, and trains on exactly as the original.
 #[test]
@@ -780,7 +780,10 @@ fn random_ids_warm_up_ends_on_schedule_and_on_resume() {
         let mut config = resumable_config(22);
         let lsh = config.layers[1].lsh.as_mut().unwrap();
         lsh.sampling = lsh.sampling.with_min_active(0).with_random_extra(2);
-        (lsh.warmup_random, lsh.warmup_steps) = (4, 6);
+        lsh.warmup = Some(slide::Warmup {
+            random: 4,
+            length: slide::WarmupLength::Steps(6),
+        });
         config
     };
     let batch = |b: usize| -> Vec<usize> { (b * 16 % 256..b * 16 % 256 + 16).collect() };
@@ -803,12 +806,15 @@ fn random_ids_warm_up_ends_on_schedule_and_on_resume() {
     }
     assert!(all_parameters(&original) == all_parameters(&restored));
     // One without the other is refused.
-    let mut half = config();
-    half.layers[1].lsh.as_mut().unwrap().warmup_steps = 0;
-    assert!(matches!(
-        Network::new(half),
-        Err(SlideError::InvalidConfig { .. })
-    ));
+    for (random, steps) in [(4, 0), (0, 6)] {
+        let mut half = config();
+        let length = slide::WarmupLength::Steps(steps);
+        half.layers[1].lsh.as_mut().unwrap().warmup = Some(slide::Warmup { random, length });
+        assert!(matches!(
+            Network::new(half),
+            Err(SlideError::InvalidConfig { .. })
+        ));
+    }
 }
 
 /// `values` as a layer of precision `p` streams them: f32 little-endian bytes, or BF16 ones
@@ -1596,7 +1602,7 @@ fn training_steps_rescore_the_shared_negatives_with_the_batch_labels() {
 fn exact_picks_are_the_best_scoring_neurons_outside_the_forced_ones() {
     let mut config = sampled(60, Activation::Softmax, 12);
     if let Some(lsh) = &mut config.lsh {
-        lsh.exact_picks = true;
+        lsh.picks = slide::Picks::Exact;
         lsh.sampling = lsh.sampling.with_random_extra(5);
     }
     let layer = slide::SparseLayer::new(8, &config, 9).unwrap();

@@ -29,7 +29,7 @@ layout = "input-major"
 size = 12
 activation = "softmax"
 [network.layers.lsh]
-family = "dwta"
+family = { dwta = { bin_size = 8 } }
 k = 2
 l = 3
 range_pow = 4

@@ -3,12 +3,12 @@
 
 use rand::RngExt;
 use rand::rngs::Xoshiro256PlusPlus;
-use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling, TablesConfig};
 
 use crate::error::Result;
 
 pub use super::block::Precision;
 pub(crate) use super::block::{BlockLayout, M, V, WEIGHTS};
+pub use super::lsh_config::{DEFAULT_SHARED_REFRESH, LshConfig, Picks, Warmup, WarmupLength};
 
 /// A layer's non-linearity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,10 +48,17 @@ pub enum WeightLayout {
     InputMajor,
 }
 
-/// How a layer's weights are drawn at construction (biases start at zero).
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+/// How a layer's weights are drawn at construction (biases start at zero). In TOML (the
+/// `serde` feature): `init = "glorot"`, `"fan-in"`, `{ uniform = { bound = 0.003 } }` or
+/// `{ normal = { std = 1.0 } }`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case", deny_unknown_fields)
+)]
 pub enum Init {
+    #[default]
     /// Glorot (Xavier) uniform: `U(-a, a)`, `a = sqrt(6 / (in_dim + out_dim))`. Tiny for a
     /// very wide layer: 0.003 for a 670K-wide output on 128 inputs.
     Glorot,
@@ -71,10 +78,10 @@ pub enum Init {
 }
 
 impl Init {
-    pub(crate) fn validate(&self) -> std::result::Result<(), &'static str> {
+    pub(crate) fn validate(&self) -> std::result::Result<(), String> {
         match *self {
             Init::Uniform { bound: x } | Init::Normal { std: x } if !(x.is_finite() && x > 0.0) => {
-                Err("the init scale must be a positive number")
+                Err(format!("the init scale must be a positive number, got {x}"))
             }
             _ => Ok(()),
         }
@@ -102,224 +109,6 @@ impl Init {
     }
 }
 
-/// LSH sampling settings of a layer.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
-pub struct LshConfig {
-    /// Hash family.
-    pub family: FamilyKind,
-    /// `K`, `L`, `range_pow`.
-    pub params: LshParams,
-    /// Most neurons per bucket.
-    pub bucket_capacity: usize,
-    /// What a full bucket does.
-    pub policy: BucketPolicy,
-    /// How candidates become the active set (budget, minimum with random fill).
-    pub sampling: Sampling,
-    /// Output layer only: the sampled-softmax (log-Q) correction in training. Each
-    /// non-label active output's logit is raised by `ln((n - f) / (a - f))` before the
-    /// softmax (`n` outputs, `a` active, `f` of them forced labels), as if the `a - f`
-    /// negatives had been drawn uniformly from the `n - f`: each stands for `(n - f) /
-    /// (a - f)` outputs, and the loss estimates the full softmax's instead of the loss over
-    /// the active set alone. Without it every output that is rarely sampled as a negative is
-    /// rarely pushed down, and under exact scoring such outputs outrank the labels.
-    ///
-    /// When the sampling also draws `random_extra` uniformly random ids, the tables' picks
-    /// count as certain, like the forced ids: they are scored as themselves, and only the
-    /// random ids are shifted, by `ln((n - f - t) / r)` for `t` table picks and `r` random
-    /// ids, so that the random ids estimate what the forced and retrieved ones leave out.
-    pub log_q: bool,
-    /// This many neurons that score highest for the mean input of the latest training
-    /// batch join every sample's active set, in training and in LSH-mode evaluation. A
-    /// [`Network`](crate::Network) scores every neuron for them every
-    /// [`shared_refresh`](Self::shared_refresh) steps and at every table rebuild, and in between re-ranks them with the labels of the batch it just
-    /// trained (an output layer; see [`SparseLayer::rescore_shared`](crate::SparseLayer::rescore_shared)).
-    /// In an output layer fed by ReLU units every input shares a positive mean direction,
-    /// and outputs aligned with it ("hubs") score high for every input; dense training
-    /// pushes them down at every step, sampled training only when it happens to draw
-    /// them. Sampled with certainty, they get no log-Q shift unless
-    /// [`shared_shift`](Self::shared_shift) says otherwise. 0 turns this off.
-    pub shared_negatives: usize,
-    /// With `log_q`, the fraction (0 to 1) of the sample's log-Q shift that the shared
-    /// negatives' logits get too. At 0 they are scored as themselves, exactly as a full
-    /// softmax would score them, while every table pick is scored as `(n - f) / (a - f)`
-    /// outputs: the picks are pushed down that much harder than the shared negatives, which
-    /// then outrank the labels of the samples the model cannot place (one output the top-1
-    /// of 2-2.6 times the share of the most frequent label at the Amazon-670K shape). At 1
-    /// they are pushed as hard as the picks, and the model learns half as much. Between
-    /// (0.25 at the Amazon-670K shape; 0.5 with a [`shared_pool`](Self::shared_pool), whose
-    /// per-sample picks are harder) each shared negative counts for `e^(x s)` outputs like it
-    /// at a fraction `x` of a shift `s`: docs/accuracy.md, "The shared negatives' share of
-    /// the log-Q shift".
-    #[cfg_attr(feature = "serde", serde(default))]
-    pub shared_shift: f32,
-    /// Per-sample shared negatives: when larger than
-    /// [`shared_negatives`](Self::shared_negatives), the layer keeps this many outputs
-    /// that score highest for the mean input (the pool, refreshed and re-ranked as the
-    /// shared negatives are), and each sample takes the `shared_negatives` of them that
-    /// score highest for its own input, in training and in LSH-mode evaluation: the
-    /// hard negatives of a sample are mostly among the few thousand outputs that score
-    /// high for every input, but which of them differs from sample to sample. A sample
-    /// scores the pool with one `axpy` per nonzero input over a copy of the pool's weights
-    /// taken at each refresh and re-ranking. 0 (or at most `shared_negatives`): every
-    /// sample gets the same shared negatives. At the Amazon-670K shape 2,048 (with
-    /// `shared_shift` 0.5) raised exact P@1 after 3 epochs by 2.35 / 3.15 points (seeds 1 /
-    /// 2) and LSH-mode P@1 from about 0.19 to 0.43: docs/accuracy.md, "Per-sample shared
-    /// negatives from a pool".
-    #[cfg_attr(feature = "serde", serde(default))]
-    pub shared_pool: usize,
-    /// Training steps between two scorings of every neuron for the batch's mean input,
-    /// which choose the shared negatives (or their pool) anew; in between they are
-    /// re-ranked with the latest batch's labels. One scoring reads the whole weight
-    /// matrix, about as many bytes as one step of 128 samples reads and writes with a
-    /// 1,024-wide input and 387 active outputs per sample, so wide layers with small active sets
-    /// refresh less often: 32 steps there train 13% faster than 8 at the same P@1
-    /// (docs/label-trees.md, "A wide hidden layer"). Default 8.
-    #[cfg_attr(feature = "serde", serde(default = "default_shared_refresh"))]
-    pub shared_refresh: u64,
-    /// Hash each input minus the mean input of a recent training batch (refreshed with the
-    /// shared negatives) instead of the input itself. Rank-based families (WTA, DWTA) then
-    /// see which coordinates are high for this input rather than which are high for every
-    /// input (with ReLU inputs the same few coordinates win most bins for every sample).
-    pub center_queries: bool,
-    /// Ablation, slow: in training, the tables' picks are replaced by the same number of
-    /// the sample's highest-scoring neurons outside the forced ids (every neuron scored for
-    /// every sample): the picks perfect retrieval would make, to measure what better tables
-    /// could buy. Sources, log-Q and everything else stay as the tables left them.
-    #[cfg_attr(feature = "serde", serde(default))]
-    pub exact_picks: bool,
-    /// A warm-up: this many uniformly random ids join the sampling's `random_extra` ones
-    /// while the model has taken fewer than [`warmup_steps`](Self::warmup_steps) training
-    /// steps. With `log_q` the correction follows the random ids: while any are drawn the
-    /// tables' picks count as themselves and the random ids stand for the rest of the
-    /// outputs; without them every non-forced id is taken for a uniform draw. The layer
-    /// learns the step count from
-    /// [`SparseLayer::set_steps_taken`](crate::SparseLayer::set_steps_taken), which a
-    /// [`Network`](crate::Network) calls. At the Amazon-670K shape 128 random ids for the
-    /// first 78 steps (half an epoch of 20,000 samples) put exact P@1 ahead of uniform
-    /// sampling after every epoch: docs/accuracy.md, "A warm-up of uniform negatives, 16
-    /// tables". 0: no warm-up.
-    #[cfg_attr(feature = "serde", serde(default))]
-    pub warmup_random: usize,
-    /// How many training steps [`warmup_random`](Self::warmup_random) lasts.
-    #[cfg_attr(feature = "serde", serde(default))]
-    pub warmup_steps: u64,
-}
-
-/// [`LshConfig::shared_refresh`]'s default.
-pub const DEFAULT_SHARED_REFRESH: u64 = 8;
-
-#[cfg(feature = "serde")]
-fn default_shared_refresh() -> u64 {
-    DEFAULT_SHARED_REFRESH
-}
-
-impl Default for LshConfig {
-    /// DWTA with bins of 8, `K` 4, `L` 16, `range_pow` 12 (4,096 buckets), 128 ids per
-    /// bucket (FIFO), vanilla sampling (the union of the buckets), and every correction,
-    /// shared negative and warm-up off. Set what differs:
-    ///
-    /// ```
-    /// use slide::LshConfig;
-    /// use slide::lsh::Sampling;
-    /// let lsh = LshConfig { sampling: Sampling::top_k(256), log_q: true, ..Default::default() };
-    /// assert_eq!(lsh.shared_refresh, 8);
-    /// ```
-    fn default() -> Self {
-        LshConfig {
-            family: FamilyKind::Dwta { bin_size: 8 },
-            params: LshParams {
-                k: 4,
-                l: 16,
-                range_pow: 12,
-            },
-            bucket_capacity: 128,
-            policy: BucketPolicy::Fifo,
-            sampling: Sampling::vanilla(),
-            log_q: false,
-            shared_negatives: 0,
-            shared_shift: 0.0,
-            shared_pool: 0,
-            shared_refresh: DEFAULT_SHARED_REFRESH,
-            center_queries: false,
-            exact_picks: false,
-            warmup_random: 0,
-            warmup_steps: 0,
-        }
-    }
-}
-
-impl LshConfig {
-    /// Whether each sample picks its shared negatives from a larger pool (see
-    /// [`shared_pool`](Self::shared_pool)).
-    pub(crate) fn pooled(&self) -> bool {
-        self.shared_pool > self.shared_negatives
-    }
-
-    /// How many ids the layer keeps for the mean input: the pool, or the shared negatives.
-    pub(crate) fn shared_len(&self) -> usize {
-        self.shared_negatives.max(self.shared_pool)
-    }
-
-    /// The tables' config for a layer of `out_dim` neurons.
-    pub(crate) fn tables(&self, out_dim: usize, seed: u64) -> TablesConfig {
-        TablesConfig::for_family(
-            self.params,
-            out_dim,
-            self.bucket_capacity,
-            self.policy,
-            seed,
-        )
-    }
-
-    /// Checks everything the lsh crate can check before the input dimension is known: the
-    /// family's settings and `K`, `L`, `range_pow`, the tables' limits for `out_dim`
-    /// neurons, and the sampling's settings.
-    pub fn validate(&self, out_dim: usize) -> Result<()> {
-        if !(0.0..=1.0).contains(&self.shared_shift) {
-            return Err(crate::error::config_error(
-                "lsh",
-                format!("shared_shift must be in [0, 1], got {}", self.shared_shift),
-            ));
-        }
-        if self.shared_pool > out_dim {
-            return Err(crate::error::config_error(
-                "lsh",
-                format!(
-                    "shared_pool ({}) must be at most the layer's {out_dim} neurons",
-                    self.shared_pool
-                ),
-            ));
-        }
-        if (self.warmup_random > 0) != (self.warmup_steps > 0) {
-            return Err(crate::error::config_error(
-                "lsh",
-                format!(
-                    "warmup_random ({}) and warmup_steps ({}) go together: both 0 or neither",
-                    self.warmup_random, self.warmup_steps
-                ),
-            ));
-        }
-        if self.shared_refresh == 0 {
-            return Err(crate::error::config_error(
-                "lsh",
-                "shared_refresh must be at least 1 step".to_string(),
-            ));
-        }
-        if self.shared_pool > 0 && self.shared_negatives == 0 {
-            return Err(crate::error::config_error(
-                "lsh",
-                "shared_pool needs shared_negatives: it is what each sample picks them from"
-                    .to_string(),
-            ));
-        }
-        self.family.validate(self.params)?;
-        self.tables(out_dim, 0).validate()?;
-        self.sampling.validate(self.params.l)?;
-        Ok(())
-    }
-}
-
 /// One layer of a network.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
@@ -341,6 +130,60 @@ pub struct LayerConfig {
     /// moments.
     #[cfg_attr(feature = "serde", serde(default))]
     pub weights: Precision,
+}
+
+impl LayerConfig {
+    /// A layer of `out_dim` neurons with `activation`: neuron-major Glorot-initialised f32
+    /// weights, every neuron active. Set what differs:
+    ///
+    /// ```
+    /// use slide::{Activation, Init, LayerConfig, LshConfig};
+    /// let output = LayerConfig::new(10, Activation::Softmax).sampled(LshConfig::default());
+    /// let hidden = LayerConfig { init: Init::FanIn, ..LayerConfig::new(64, Activation::Relu) };
+    /// assert!(output.lsh.is_some() && hidden.lsh.is_none());
+    /// ```
+    pub fn new(out_dim: usize, activation: Activation) -> Self {
+        LayerConfig {
+            out_dim,
+            activation,
+            layout: WeightLayout::NeuronMajor,
+            init: Init::Glorot,
+            lsh: None,
+            moments: Precision::F32,
+            weights: Precision::F32,
+        }
+    }
+
+    /// The same layer with LSH picking its active neurons.
+    pub fn sampled(self, lsh: LshConfig) -> Self {
+        LayerConfig {
+            lsh: Some(lsh),
+            ..self
+        }
+    }
+
+    /// Every check of the layer's own settings (the input dimension aside): at least one
+    /// neuron, LSH only on neuron-major weights, BF16 weights with BF16 moments, a positive
+    /// initial scale and the LSH settings ([`LshConfig::validate`]).
+    pub fn validate(&self) -> Result<()> {
+        let fail = |reason: &str| Err(crate::error::config_error("layer", reason.to_string()));
+        if self.out_dim == 0 {
+            return fail("dimensions must be at least 1");
+        }
+        if self.layout == WeightLayout::InputMajor && self.lsh.is_some() {
+            return fail("LSH sampling hashes neuron rows and needs the neuron-major layout");
+        }
+        if self.weights == Precision::Bf16 && self.moments != Precision::Bf16 {
+            return fail("BF16 weights need BF16 moments");
+        }
+        self.init
+            .validate()
+            .map_err(|reason| crate::error::config_error("layer", reason))?;
+        match &self.lsh {
+            Some(lsh) => lsh.validate(self.out_dim),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Whether a pass trains or evaluates, and how the output layer picks neurons.

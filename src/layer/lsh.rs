@@ -37,10 +37,10 @@ pub(crate) struct LshState {
     pub(crate) center_queries: bool,
     /// See [`LshConfig::shared_refresh`].
     pub(crate) shared_refresh: u64,
-    /// See [`LshConfig::exact_picks`].
+    /// [`Picks::Exact`](super::config::Picks::Exact): the tables' picks replaced by exact ones.
     pub(crate) exact_picks: bool,
     /// The configured `sampling.random_extra` and the warm-up's (see
-    /// [`LshConfig::warmup_random`]): `sampling.random_extra` is `random_extra`, plus
+    /// [`LshConfig::warmup`]): `sampling.random_extra` is `random_extra`, plus
     /// `warmup_random` in the first `warmup_steps` steps.
     pub(crate) random_extra: usize,
     pub(crate) warmup_random: usize,
@@ -64,10 +64,12 @@ impl LshState {
         let family = LshFamily::new(lsh.family, in_dim, lsh.params, seed ^ 0x6c73_6800)?;
         let tables = HashTables::new(lsh.tables(out_dim, seed ^ 0x7462_6c00))?;
         let stats = tables.stats();
+        let sampling = lsh.effective_sampling();
+        let (warmup_random, warmup_steps) = lsh.warmup_random_and_steps();
         Ok(LshState {
             family,
             tables,
-            sampling: lsh.sampling,
+            sampling,
             log_q: lsh.log_q,
             shared_negatives: lsh.shared_negatives,
             shared_shift: lsh.shared_shift,
@@ -79,10 +81,10 @@ impl LshState {
             rescored: Vec::new(),
             center_queries: lsh.center_queries,
             shared_refresh: lsh.shared_refresh,
-            exact_picks: lsh.exact_picks,
-            random_extra: lsh.sampling.random_extra,
-            warmup_random: lsh.warmup_random,
-            warmup_steps: lsh.warmup_steps,
+            exact_picks: lsh.picks == super::config::Picks::Exact,
+            random_extra: sampling.random_extra,
+            warmup_random,
+            warmup_steps,
             center: Vec::new(),
             stats,
         })

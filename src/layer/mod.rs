@@ -52,6 +52,7 @@
 mod block;
 pub mod config;
 mod lsh;
+mod lsh_config;
 pub mod passes;
 mod ranking;
 pub mod state;
@@ -64,7 +65,8 @@ use slide_lsh::{CodeBuffer, QueryScratch};
 pub(crate) use config::BlockLayout;
 use config::WEIGHTS;
 pub use config::{
-    Activation, DEFAULT_SHARED_REFRESH, Init, LayerConfig, LshConfig, Mode, Precision, WeightLayout,
+    Activation, DEFAULT_SHARED_REFRESH, Init, LayerConfig, LshConfig, Mode, Picks, Precision,
+    Warmup, WarmupLength, WeightLayout,
 };
 pub(crate) use lsh::LshState;
 pub(crate) use ranking::{rank_key, ranks_before};
@@ -73,7 +75,7 @@ pub use state::{Elem, LayerState, StateSource, StateTensor};
 use trace::QueryBuffers;
 pub use trace::{LayerBatch, LayerTrace, SelectScratch};
 
-use crate::error::{Result, config_error};
+use crate::error::{Result, SlideError, config_error};
 use crate::kernels::Values;
 
 /// The random stream a layer's sampling draws from (random fill, random extra ids).
@@ -135,25 +137,26 @@ impl SparseLayer {
         seed: u64,
     ) -> Result<Self> {
         let what = || format!("layer {in_dim} -> {}", config.out_dim);
-        if in_dim == 0 || config.out_dim == 0 {
+        if in_dim == 0 {
             return Err(config_error(what(), "dimensions must be at least 1"));
         }
         if in_dim > u32::MAX as usize || config.out_dim > u32::MAX as usize {
             return Err(config_error(what(), "dimensions must be below 2^32"));
         }
-        if config.layout == WeightLayout::InputMajor && config.lsh.is_some() {
-            return Err(config_error(
-                what(),
-                "LSH sampling hashes neuron rows and needs the neuron-major layout",
-            ));
+        if let Some(warmup) = config.lsh.as_ref().and_then(|lsh| lsh.warmup) {
+            warmup.check_in_steps()?;
         }
+        config.validate().map_err(|e| match e {
+            // The layer's own checks name the layer's shape; the LSH settings' name "lsh".
+            SlideError::InvalidConfig { what: part, reason } if part == "layer" => {
+                config_error(what(), reason)
+            }
+            other => other,
+        })?;
         let (rows, row_len) = match config.layout {
             WeightLayout::NeuronMajor => (config.out_dim, in_dim),
             WeightLayout::InputMajor => (in_dim, config.out_dim),
         };
-        if config.weights == Precision::Bf16 && config.moments != Precision::Bf16 {
-            return Err(config_error(what(), "BF16 weights need BF16 moments"));
-        }
         let storage = BlockLayout {
             stride: padded(row_len),
             weights: config.weights,
@@ -163,10 +166,6 @@ impl SparseLayer {
         let total = rows
             .checked_mul(block)
             .ok_or_else(|| config_error(what(), "weight matrix too large"))?;
-        config
-            .init
-            .validate()
-            .map_err(|e| config_error(what(), e))?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut params = crate::kernels::zeroed_huge(total);
         let mut row = vec![0.0f32; row_len];
@@ -350,7 +349,7 @@ impl SparseLayer {
     }
 
     /// Tells the layer how many training steps its model has taken, for settings that
-    /// follow a schedule: the warm-up's random ids ([`LshConfig::warmup_random`]). A
+    /// follow a schedule: the warm-up's random ids ([`LshConfig::warmup`]). A
     /// [`Network`](crate::Network) calls it after every step and when a state is restored;
     /// a model of your own calls it whenever its step count changes. A new layer stands at
     /// step 0.

@@ -1,6 +1,6 @@
 //! The exact scoring of every neuron that evaluation and the shared negatives use, the
 //! exact picks that replace the tables' ones (see
-//! [`LshConfig::exact_picks`](super::LshConfig::exact_picks)), and the rank keys every
+//! [`Picks::Exact`](super::Picks::Exact)), and the rank keys every
 //! ranking of neurons follows.
 
 use rayon::prelude::*;
@@ -11,7 +11,7 @@ use super::passes::PREFETCH_AHEAD;
 use crate::kernels::{kernels, prefetch_values};
 
 impl SparseLayer {
-    /// [`LshConfig::exact_picks`](super::LshConfig::exact_picks): the tables' picks in
+    /// [`Picks::Exact`](super::Picks::Exact): the tables' picks in
     /// `active` (after the `sources.forced` forced ids) replaced by as many of the
     /// highest-scoring neurons that are not forced, the random ids after them kept unless
     /// now picked (`sources` counts what is left). Scores every neuron; allocates.

@@ -255,7 +255,7 @@ pub(super) fn bias_gradients<B: LayerBatch + ?Sized>(
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::layer::{Activation, Init, LayerConfig, LayerTrace};
+    use crate::layer::{Activation, LayerConfig, LayerTrace};
 
     /// A linear layer without LSH.
     pub(in crate::optimizer) fn layer(
@@ -264,13 +264,8 @@ pub(super) mod tests {
         layout: WeightLayout,
     ) -> SparseLayer {
         let config = LayerConfig {
-            out_dim,
-            activation: Activation::Linear,
             layout,
-            init: Init::Glorot,
-            lsh: None,
-            moments: Default::default(),
-            weights: Default::default(),
+            ..LayerConfig::new(out_dim, Activation::Linear)
         };
         SparseLayer::new(in_dim, &config, 5).unwrap()
     }

@@ -8,70 +8,49 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling, Vector};
 use slide::{
-    Activation, AdamConfig, DenseExamples, Examples, Init, LayerConfig, LayerGradients, LshConfig,
+    Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LayerGradients, LshConfig,
     Network, NetworkConfig, RebuildSchedule, SparseExamples, WeightLayout,
 };
 
 pub fn dense(out_dim: usize, activation: Activation) -> LayerConfig {
-    LayerConfig {
-        out_dim,
-        activation,
-        layout: WeightLayout::NeuronMajor,
-        init: Init::Glorot,
-        lsh: None,
-        moments: Default::default(),
-        weights: Default::default(),
-    }
+    LayerConfig::new(out_dim, activation)
 }
 
 pub fn input_major(out_dim: usize, activation: Activation) -> LayerConfig {
     LayerConfig {
-        out_dim,
-        activation,
         layout: WeightLayout::InputMajor,
-        init: Init::Glorot,
-        lsh: None,
-        moments: Default::default(),
-        weights: Default::default(),
+        ..LayerConfig::new(out_dim, activation)
     }
 }
 
-/// An LSH-sampled layer: SimHash K=2, L=6, union of buckets, at least `min_active` neurons.
+/// An LSH-sampled layer: Gaussian SimHash K=3, L=4, union of buckets, at least `min_active`
+/// neurons.
 pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> LayerConfig {
-    LayerConfig {
-        out_dim,
-        activation,
-        layout: WeightLayout::NeuronMajor,
-        init: Init::Glorot,
-        lsh: Some(LshConfig {
-            family: FamilyKind::SimHash(Projection::Gaussian),
-            params: LshParams {
-                k: 3,
-                l: 4,
-                range_pow: 3,
-            },
-            bucket_capacity: 8,
-            policy: BucketPolicy::Fifo,
-            sampling: Sampling::vanilla()
-                .with_budget(min_active)
-                .with_min_active(min_active),
-            ..Default::default()
-        }),
-        moments: Default::default(),
-        weights: Default::default(),
-    }
+    LayerConfig::new(out_dim, activation).sampled(LshConfig {
+        family: FamilyKind::SimHash(Projection::Gaussian),
+        params: LshParams {
+            k: 3,
+            l: 4,
+            range_pow: 3,
+        },
+        bucket_capacity: 8,
+        policy: BucketPolicy::Fifo,
+        sampling: Sampling::vanilla()
+            .with_budget(min_active)
+            .with_min_active(min_active),
+        ..Default::default()
+    })
 }
 
 pub fn network(input_dim: usize, layers: Vec<LayerConfig>, lr: f32, seed: u64) -> Network {
     Network::new(NetworkConfig {
-        input_dim,
-        layers,
         adam: AdamConfig {
             lr,
             ..AdamConfig::default()
         },
         rebuild: RebuildSchedule::Fixed { every: 5 },
         seed,
+        ..NetworkConfig::new(input_dim, layers)
     })
     .expect("valid config")
 }

@@ -138,7 +138,7 @@ layout = "input-major"
 size = 50
 activation = "softmax"
 [network.layers.lsh]
-family = "dwta"
+family = {{ dwta = {{ bin_size = 8 }} }}
 k = 2
 l = 20
 range_pow = 6
@@ -398,7 +398,7 @@ fn bad_input_exits_2_with_one_line() {
             "lr must be positive".into(),
         ),
         (
-            vec!["--set".into(), "network.layers.1.lsh.bin_size=3".into()],
+            vec!["--set".into(), "network.layers.1.lsh.family.dwta.bin_size=3".into()],
             "network.layers[1].lsh: invalid LSH parameter `bin_size` = 3: must be a power of two".into(),
         ),
         (
@@ -646,7 +646,7 @@ layout = "input-major"
 size = 3350
 activation = "softmax"
 [network.layers.lsh]
-family = "dwta"
+family = {{ dwta = {{ bin_size = 8 }} }}
 k = 3
 l = 20
 range_pow = 9
@@ -1028,7 +1028,7 @@ layout = "input-major"
 size = 60000
 activation = "softmax"
 [network.layers.lsh]
-family = "dwta"
+family = {{ dwta = {{ bin_size = 8 }} }}
 k = 4
 l = 16
 range_pow = 12

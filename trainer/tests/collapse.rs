@@ -58,8 +58,7 @@ layout = "input-major"
 size = 20000
 activation = "softmax"
 [network.layers.lsh]
-family = "dwta"
-bin_size = 8
+family = { dwta = { bin_size = 8 } }
 k = 6
 l = 50
 range_pow = 18
@@ -81,15 +80,13 @@ const NEW: &str = r#"
 size = 128
 activation = "relu"
 layout = "input-major"
-init = "normal"
-init_scale = 1.0
+init = { normal = { std = 1.0 } }
 [[network.layers]]
 size = 20000
 activation = "softmax"
 init = "fan-in"
 [network.layers.lsh]
-family = "dwta"
-bin_size = 8
+family = { dwta = { bin_size = 8 } }
 strategy = "vanilla"
 budget = 128
 min_active = 128

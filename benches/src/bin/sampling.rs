@@ -132,7 +132,7 @@ fn engine_config(o: &Options, engine: &str) -> Result<config::Config, String> {
                 .ok_or("the output layer has no LSH section to ablate")?;
             // The budget's worth of random ids in place of the tables' picks, and no fill
             // on top (`min_active` would add up to as many again): the same active-set size.
-            lsh.uniform = true;
+            lsh.picks = slide::Picks::Uniform;
             lsh.min_active = 0;
         }
         _ => {}

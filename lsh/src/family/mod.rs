@@ -184,27 +184,55 @@ pub(crate) fn check_rows<F: HashFamily + ?Sized>(
     Ok(())
 }
 
-/// Which family to build, with its family-specific settings.
+/// Which family to build, with its family-specific settings. In TOML (the `serde`
+/// feature): `{ dwta = { bin_size = 8 } }`, `{ wta = { bin_size = 8 } }`,
+/// `{ simhash = { sparse = { density = 0.33 } } }`, `{ simhash = "gaussian" }` or
+/// `{ minhash = { bits = 3 } }`; a setting left out takes SLIDE's value (bins of 8, density
+/// 1/3, 3 bits).
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "lowercase", deny_unknown_fields)
+)]
 pub enum FamilyKind {
     /// Signed random projections.
     SimHash(Projection),
     /// Winner-take-all over random bins of `bin_size` coordinates.
     Wta {
         /// Coordinates competing in one bin (a power of two, 2..=65536).
+        #[cfg_attr(feature = "serde", serde(default = "serde_defaults::bin_size"))]
         bin_size: usize,
     },
     /// Densified winner-take-all: empty bins of sparse inputs borrow another bin's winner.
     Dwta {
         /// Coordinates competing in one bin (a power of two, 2..=65536).
+        #[cfg_attr(feature = "serde", serde(default = "serde_defaults::bin_size"))]
         bin_size: usize,
     },
     /// Densified one-permutation MinHash over the set of nonzero coordinates.
     MinHash {
         /// Bits of each bin's minimum kept in an exactly concatenated bucket code (1..=16).
+        #[cfg_attr(feature = "serde", serde(default = "serde_defaults::bits"))]
         bits: u32,
     },
+}
+
+/// The values a family's setting takes when a config leaves it out (SLIDE's).
+#[cfg(feature = "serde")]
+pub(crate) mod serde_defaults {
+    /// WTA and DWTA bins of 8 coordinates.
+    pub(crate) fn bin_size() -> usize {
+        8
+    }
+    /// MinHash codes of 3 bits.
+    pub(crate) fn bits() -> u32 {
+        3
+    }
+    /// Sparse SimHash reading a third of the coordinates.
+    pub(crate) fn density() -> f32 {
+        1.0 / 3.0
+    }
 }
 
 /// Any of the crate's families behind one type, so a layer can hold "some LSH family"

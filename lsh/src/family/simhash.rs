@@ -12,13 +12,18 @@ use crate::vector::Vector;
 
 /// How the random directions are drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "lowercase", deny_unknown_fields)
+)]
 pub enum Projection {
     /// Sparse `±1` directions as in SLIDE: each direction reads `round(density * dim)`
     /// coordinates (at least one) chosen at random, each with a random sign. SLIDE's default
     /// is a density of 1/3. Cost per vector: `K * L * density` additions per nonzero entry.
     Sparse {
         /// Fraction of the input coordinates each direction reads, in `(0, 1]`.
+        #[cfg_attr(feature = "serde", serde(default = "super::serde_defaults::density"))]
         density: f32,
     },
     /// Dense Gaussian directions: the textbook SimHash. Costs `K * L` multiply-adds per

@@ -1,6 +1,7 @@
 //! The training config: TOML, every key known (unknown keys are errors naming the key), every
 //! value validated before any work starts.
 
+mod legacy;
 mod network;
 mod sections;
 #[cfg(test)]
@@ -13,8 +14,8 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 pub use sections::{
-    CheckpointConfig, DataConfig, DataFormat, EvalMode, FamilyName, InitName, LayerSection,
-    LogConfig, LshSection, NetworkSection, StrategyName, TrainConfig,
+    CheckpointConfig, DataConfig, DataFormat, EvalMode, LayerSection, LogConfig, LshSection,
+    NetworkSection, StrategyName, TrainConfig,
 };
 
 /// A whole config file.
@@ -33,6 +34,10 @@ pub struct Config {
     #[serde(default)]
     /// `[checkpoint]`: how often and where checkpoints are written.
     pub checkpoint: CheckpointConfig,
+    /// One line per old key read under its new name (see `legacy`), for the user to
+    /// update the file; [`load`] prints them.
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
 
 /// Finds a config: the path as given, or a bare name looked up in `configs/`.
@@ -51,7 +56,11 @@ pub fn locate(path: &Path) -> PathBuf {
 /// Reads, overrides (`section.key=value`, the value in TOML syntax) and validates a config.
 pub fn load(path: &Path, overrides: &[String]) -> Result<Config> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-    parse(&text, path, overrides)
+    let config = parse(&text, path, overrides)?;
+    for note in &config.notes {
+        eprintln!("note: {}: {note}", path.display());
+    }
+    Ok(config)
 }
 
 /// [`load`] of a config's text; `path` names it in errors.
@@ -61,8 +70,10 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Config> {
     for item in overrides {
         apply_override(&mut value, item)?;
     }
-    let config: Config = Config::deserialize(value)
+    let notes = legacy::upgrade(&mut value).with_context(|| format!("{}", path.display()))?;
+    let mut config: Config = Config::deserialize(value)
         .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), one_line(&e.to_string())))?;
+    config.notes = notes;
     config
         .validate()
         .with_context(|| format!("{}", path.display()))?;

@@ -2,43 +2,27 @@
 //! each layer's [`LayerConfig`] and [`LshConfig`].
 
 use anyhow::{Result, bail};
-use slide::lsh::{FamilyKind, LshParams, Projection, Sampling, Strategy};
-use slide::{AdamConfig, Init, LayerConfig, LshConfig, NetworkConfig, RebuildSchedule};
+use slide::lsh::{LshParams, Sampling, Strategy};
+use slide::{AdamConfig, LayerConfig, LshConfig, NetworkConfig, RebuildSchedule};
 
-use super::{Config, FamilyName, InitName, LayerSection, LshSection, StrategyName};
+use super::{Config, LayerSection, LshSection, StrategyName};
 
 impl LshSection {
-    /// The core's family with its settings from the flat keys (`family`, `bin_size`,
-    /// `density`, `bits`).
-    fn family(&self) -> FamilyKind {
-        match self.family {
-            FamilyName::Simhash => FamilyKind::SimHash(Projection::Sparse {
-                density: self.density,
-            }),
-            FamilyName::SimhashGaussian => FamilyKind::SimHash(Projection::Gaussian),
-            FamilyName::Wta => FamilyKind::Wta {
-                bin_size: self.bin_size,
-            },
-            FamilyName::Dwta => FamilyKind::Dwta {
-                bin_size: self.bin_size,
-            },
-            FamilyName::Minhash => FamilyKind::MinHash { bits: self.bits },
-        }
-    }
-
     /// `K`, `L`, `range_pow` and the bucket capacity for a layer of `width` neurons: as
     /// given, or tuned from the budget when `k`, `l` and `range_pow` are all left out.
     pub fn resolve(&self, width: usize) -> Result<(LshParams, usize)> {
         match (self.k, self.l, self.range_pow) {
             (Some(k), Some(l), Some(range_pow)) => Ok((
                 LshParams { k, l, range_pow },
-                self.bucket_capacity.unwrap_or_else(default_bucket_capacity),
+                // The core's default (128), not a copy of it.
+                self.bucket_capacity
+                    .unwrap_or(LshConfig::default().bucket_capacity),
             )),
             (None, None, None) => {
                 let Some(budget) = self.budget else {
                     bail!("k, l and range_pow are tuned from budget, which is missing");
                 };
-                let bits = self.family().bits_per_code()?;
+                let bits = self.family.bits_per_code()?;
                 let tuned = slide::lsh::tune_for_budget(width, budget, bits)?;
                 Ok((
                     tuned.params,
@@ -50,26 +34,16 @@ impl LshSection {
     }
 }
 
-fn default_bucket_capacity() -> usize {
-    128
-}
-
 impl Config {
     /// The core network config for `input_dim` inputs and a training set of
-    /// `train_samples` (which turns a warm-up given in epochs into steps: `warmup_epochs`
-    /// times the steps of an epoch, rounded down, at least 1). The last layer's size must be
-    /// the number of labels; the core validates the rest.
+    /// `train_samples` (which turns a warm-up given in epochs into steps:
+    /// [`NetworkConfig::with_epoch_length`]). The last layer's size must be the number of
+    /// labels; the core validates the rest.
     pub fn network(&self, input_dim: usize, train_samples: usize) -> NetworkConfig {
         let t = &self.train;
-        let steps_per_epoch = train_samples.div_ceil(t.batch_size.max(1)) as f64;
         NetworkConfig {
             input_dim,
-            layers: self
-                .network
-                .layers
-                .iter()
-                .map(|layer| layer_config(layer, steps_per_epoch))
-                .collect(),
+            layers: self.network.layers.iter().map(layer_config).collect(),
             adam: AdamConfig {
                 lr: t.lr,
                 beta1: t.beta1,
@@ -89,6 +63,7 @@ impl Config {
             },
             seed: t.seed,
         }
+        .with_epoch_length(t.steps_per_epoch(train_samples))
     }
 }
 
@@ -98,33 +73,23 @@ fn resolved(lsh: &LshSection, width: usize) -> (LshParams, usize) {
         .expect("Config::validate resolved every layer")
 }
 
-/// `layer` as the core's config, a warm-up in epochs taken as that many of `steps_per_epoch`.
-pub(super) fn layer_config(layer: &LayerSection, steps_per_epoch: f64) -> LayerConfig {
+/// `layer` as the core's config (a warm-up in epochs stays in epochs).
+pub(super) fn layer_config(layer: &LayerSection) -> LayerConfig {
     LayerConfig {
         out_dim: layer.size,
         activation: layer.activation,
         layout: layer.layout,
-        init: match (layer.init, layer.init_scale) {
-            (InitName::Glorot, _) => Init::Glorot,
-            (InitName::FanIn, _) => Init::FanIn,
-            (InitName::Normal, scale) => Init::Normal {
-                std: scale.unwrap_or(1.0),
-            },
-            (InitName::Uniform, scale) => Init::Uniform {
-                bound: scale.unwrap_or(1.0),
-            },
-        },
+        init: layer.init,
         lsh: layer.lsh.as_ref().map(|lsh| {
             let (params, bucket_capacity) = resolved(lsh, layer.size);
             LshConfig {
-                family: lsh.family(),
+                family: lsh.family,
                 params,
                 bucket_capacity,
                 policy: lsh.policy,
                 sampling: Sampling {
                     strategy: match lsh.strategy {
                         StrategyName::Vanilla => Strategy::Vanilla,
-                        StrategyName::TopK if lsh.uniform => Strategy::Vanilla,
                         StrategyName::TopK => Strategy::TopK {
                             k: lsh.budget.unwrap_or(1),
                         },
@@ -132,27 +97,17 @@ pub(super) fn layer_config(layer: &LayerSection, steps_per_epoch: f64) -> LayerC
                             min_hits: lsh.min_hits.unwrap_or(1),
                         },
                     },
-                    budget: if lsh.uniform { Some(0) } else { lsh.budget },
+                    budget: lsh.budget,
                     min_active: lsh.min_active,
-                    random_extra: lsh.uniform_negatives
-                        + if lsh.uniform {
-                            lsh.budget.unwrap_or(0)
-                        } else {
-                            0
-                        },
+                    random_extra: lsh.random_extra,
                 },
+                picks: lsh.picks,
                 log_q: lsh.log_q,
                 shared_negatives: lsh.shared_negatives,
                 shared_shift: lsh.shared_shift,
                 shared_pool: lsh.shared_pool,
                 center_queries: lsh.center_queries,
-                exact_picks: lsh.exact_picks,
-                warmup_random: lsh.warmup_negatives,
-                warmup_steps: if lsh.warmup_epochs > 0.0 {
-                    ((lsh.warmup_epochs * steps_per_epoch) as u64).max(1)
-                } else {
-                    lsh.warmup_steps
-                },
+                warmup: lsh.warmup,
                 shared_refresh: lsh.shared_refresh,
             }
         }),

@@ -85,21 +85,6 @@ pub struct NetworkSection {
     pub layers: Vec<LayerSection>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "kebab-case")]
-/// How a layer's weights are drawn.
-pub enum InitName {
-    #[default]
-    /// Glorot uniform.
-    Glorot,
-    /// `U(+-1/sqrt(in))`, PyTorch's Linear default.
-    FanIn,
-    /// `N(0, init_scale^2)`.
-    Normal,
-    /// `U(+-init_scale)`.
-    Uniform,
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 /// `[[network.layers]]`.
@@ -111,12 +96,10 @@ pub struct LayerSection {
     #[serde(default)]
     /// Weight storage.
     pub layout: WeightLayout,
-    /// How the weights are drawn: glorot (default), fan-in (PyTorch's Linear), normal or
-    /// uniform (with `init_scale`).
+    /// How the weights are drawn: `"glorot"` (default), `"fan-in"` (PyTorch's Linear),
+    /// `{ normal = { std = 1.0 } }` or `{ uniform = { bound = 0.003 } }` (the core's type).
     #[serde(default)]
-    pub init: InitName,
-    /// Standard deviation (normal) or half-width (uniform).
-    pub init_scale: Option<f32>,
+    pub init: slide::Init,
     /// LSH sampling; absent: every neuron is active.
     pub lsh: Option<LshSection>,
     /// How the weights' Adam moments are stored: `f32` (default) or `bf16` (stochastic
@@ -128,22 +111,6 @@ pub struct LayerSection {
     /// forward pass of a wide sampled layer).
     #[serde(default)]
     pub weights: Precision,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-/// LSH families.
-pub enum FamilyName {
-    /// Signed random projections, sparse ±1 entries.
-    Simhash,
-    /// Signed random projections, Gaussian entries.
-    SimhashGaussian,
-    /// Winner-take-all.
-    Wta,
-    /// Densified winner-take-all.
-    Dwta,
-    /// Densified one-permutation MinHash.
-    Minhash,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -162,8 +129,9 @@ pub enum StrategyName {
 #[serde(deny_unknown_fields)]
 /// `[network.layers.lsh]`.
 pub struct LshSection {
-    /// Hash family.
-    pub family: FamilyName,
+    /// Hash family with its settings (the lsh crate's type: `{ dwta = { bin_size = 8 } }`,
+    /// `{ simhash = { sparse = { density = 0.33 } } }`, ...).
+    pub family: slide::lsh::FamilyKind,
     /// Hash functions concatenated per table (K). With `l` and `range_pow` left out too,
     /// all three and the bucket capacity are tuned from `budget` and the layer's width.
     pub k: Option<usize>,
@@ -176,15 +144,6 @@ pub struct LshSection {
     #[serde(default)]
     /// What a full bucket does.
     pub policy: BucketPolicy,
-    /// WTA/DWTA bin size.
-    #[serde(default = "default_bin_size")]
-    pub bin_size: usize,
-    /// Sparse SimHash density.
-    #[serde(default = "default_density")]
-    pub density: f32,
-    /// MinHash bits per code.
-    #[serde(default = "default_minhash_bits")]
-    pub bits: u32,
     /// How active neurons are chosen.
     pub strategy: StrategyName,
     /// Most neurons the strategy selects (top-k's k).
@@ -217,45 +176,21 @@ pub struct LshSection {
     #[serde(default)]
     pub center_queries: bool,
     /// This many uniformly random outputs join each training sample's active set after the
-    /// tables' picks. With `log_q`, the tables' picks are then scored as themselves and the
-    /// random ids stand for the rest of the outputs (see `slide::LshConfig::log_q`).
+    /// tables' picks (the core's `Sampling::random_extra`). With `log_q`, the tables' picks
+    /// are then scored as themselves and the random ids stand for the rest of the outputs
+    /// (see `slide::LshConfig::log_q`).
     #[serde(default)]
-    pub uniform_negatives: usize,
-    /// A warm-up: this many further uniformly random outputs join each training sample's
-    /// active set in the first `warmup_steps` steps, or the first `warmup_epochs` epochs
-    /// (with `log_q` the tables' picks count as themselves while random ids are drawn; see
-    /// `slide::LshConfig::warmup_random`).
+    pub random_extra: usize,
+    /// Where the picks come from: the tables (default) or, as ablations, `uniform` (the
+    /// budget's worth of uniformly random ids; no tables are built or queried) or `exact`
+    /// (slow: each training sample's highest-scoring outputs, every output scored; see
+    /// `slide::Picks`).
     #[serde(default)]
-    pub warmup_negatives: usize,
-    /// How many training steps `warmup_negatives` lasts.
-    #[serde(default)]
-    pub warmup_steps: u64,
-    /// How long `warmup_negatives` lasts, in epochs of the training set (converted to steps,
-    /// rounded down, once the data is loaded: see
-    /// [`Config::network`](super::Config::network)); instead of `warmup_steps`.
-    #[serde(default)]
-    pub warmup_epochs: f64,
-    /// Ablation: take nothing from the tables and draw `budget` uniformly random ids in
-    /// place of their picks: uniform negative sampling at the same budget, to measure what
-    /// LSH adds. The layer then neither builds its tables nor hashes queries, so its time is
-    /// a uniform sampler's (the shared negatives are still picked).
-    #[serde(default)]
-    pub uniform: bool,
-    /// Ablation, slow: replace the tables' picks with each training sample's
-    /// highest-scoring outputs (every output scored), the picks of perfect retrieval (see
-    /// `slide::LshConfig::exact_picks`).
-    #[serde(default)]
-    pub exact_picks: bool,
-}
-
-fn default_bin_size() -> usize {
-    8
-}
-fn default_density() -> f32 {
-    1.0 / 3.0
-}
-fn default_minhash_bits() -> u32 {
-    3
+    pub picks: slide::Picks,
+    /// A warm-up of uniformly random outputs (`[network.layers.lsh.warmup]`, the core's
+    /// `Warmup`: `random` and `length = { steps = N }` or `{ epochs = E }`; epochs become
+    /// steps once the data is loaded, see [`Config::network`](super::Config::network)).
+    pub warmup: Option<slide::Warmup>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -350,7 +285,8 @@ pub struct TrainConfig {
     /// The exponential schedule's factor per epoch.
     #[serde(default = "default_lr_gamma")]
     pub lr_gamma: f32,
-    /// Steps over which the learning rate rises linearly from 0 to `lr` first.
+    /// Steps over which the learning rate rises linearly from 0 to `lr` first (the
+    /// sampled layers' `[network.layers.lsh.warmup]` is another warm-up, of random outputs).
     #[serde(default)]
     pub warmup_steps: u64,
     /// Refuse to start a run whose estimated peak memory (model, data, workspace and
@@ -360,6 +296,12 @@ pub struct TrainConfig {
 }
 
 impl TrainConfig {
+    /// Steps in an epoch of `train_samples`: the one place the data's size becomes steps
+    /// (the schedule's length, a warm-up given in epochs).
+    pub fn steps_per_epoch(&self, train_samples: usize) -> u64 {
+        train_samples.div_ceil(self.batch_size.max(1)) as u64
+    }
+
     /// The run's learning-rate schedule, the core's type.
     pub fn schedule(&self) -> slide::LrSchedule {
         slide::LrSchedule {

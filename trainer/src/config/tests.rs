@@ -2,6 +2,7 @@
 //! core's types or are refused.
 
 use super::*;
+use slide::config::fnv1a;
 use slide::{NetworkConfig, Precision};
 
 /// Every shipped config parses and passes validation (data files are not needed for that).
@@ -73,8 +74,9 @@ fn overrides_reach_tables_and_list_entries() {
     );
     let err = load(&path, &["network.layers.1.weights=\"bf16\"".into()]).unwrap_err();
     assert!(
-        format!("{err:#}")
-            .ends_with(": network.layers[1]: weights = \"bf16\" needs moments = \"bf16\""),
+        format!("{err:#}").ends_with(
+            ": network.layers[1]: invalid configuration of layer: BF16 weights need BF16 moments"
+        ),
         "{err:#}"
     );
 }
@@ -113,60 +115,57 @@ fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
 /// The warm-up's random negatives reach the core's LSH config (the shipped 128 for half
 /// an epoch: 78 of the 157 steps of 20,000 samples, 391 of 782 for 100,000, at least 1),
 /// on top of the uniform ablation's too; a length in steps or in epochs, not both; one
-/// without the other, or a negative length, is refused when the config is loaded.
+/// without the other, or a length that is not positive, is refused when the config is
+/// loaded.
 #[test]
 fn warm_up_negatives_reach_the_core() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
     let warm = |overrides: &[String], samples: usize| {
-        let lsh = load(&path, overrides)
-            .unwrap()
-            .network(135_909, samples)
-            .layers[1]
-            .lsh;
-        let lsh = lsh.unwrap();
-        (
-            lsh.sampling.random_extra,
-            lsh.warmup_random,
-            lsh.warmup_steps,
-        )
+        let network = load(&path, overrides).unwrap().network(135_909, samples);
+        let lsh = network.layers[1].lsh.unwrap();
+        let warmup = lsh.warmup.unwrap();
+        let slide::WarmupLength::Steps(steps) = warmup.length else {
+            panic!("{warmup:?} is not in steps");
+        };
+        (lsh.effective_sampling().random_extra, warmup.random, steps)
     };
     assert_eq!(warm(&[], 20_000), (0, 128, 78));
     assert_eq!(warm(&[], 100_000), (0, 128, 391));
     assert_eq!(warm(&[], 10), (0, 128, 1));
-    let uniform = ["network.layers.1.lsh.uniform=true".into()];
+    let uniform = ["network.layers.1.lsh.picks=\"uniform\"".into()];
     assert_eq!(warm(&uniform, 20_000), (256, 128, 78));
-    let in_steps = [
-        "network.layers.1.lsh.warmup_epochs=0".into(),
-        "network.layers.1.lsh.warmup_steps=100".into(),
-    ];
+    let in_steps = ["network.layers.1.lsh.warmup.length={ steps = 100 }".into()];
     assert_eq!(warm(&in_steps, 20_000), (0, 128, 100));
-    let layer = "network.layers[1].lsh: ";
+    let layer = "network.layers[1].lsh: invalid configuration of lsh: ";
     for (bad, expected) in [
         (
-            vec!["network.layers.1.lsh.warmup_negatives=0"],
-            "warmup_negatives (0) and its length (warmup_steps 0, warmup_epochs 0.5) go \
-             together: both 0 or neither",
+            "warmup.random=0",
+            "warmup.random must be at least 1 (no warm-up: leave it out)",
         ),
         (
-            vec!["network.layers.1.lsh.warmup_epochs=0"],
-            "warmup_negatives (128) and its length (warmup_steps 0, warmup_epochs 0) go \
-             together: both 0 or neither",
+            "warmup.length={ steps = 0 }",
+            "warmup.length: steps must be at least 1",
         ),
         (
-            vec!["network.layers.1.lsh.warmup_steps=100"],
-            "give warmup_steps or warmup_epochs, not both",
-        ),
-        (
-            vec!["network.layers.1.lsh.warmup_epochs=-1.0"],
-            "warmup_epochs must be a number of epochs, at least 0, got -1",
+            "warmup.length={ epochs = -1.0 }",
+            "warmup.length: epochs must be a positive number, got -1",
         ),
     ] {
-        let overrides: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+        let overrides = [format!("network.layers.1.lsh.{bad}")];
         let err = format!("{:#}", load(&path, &overrides).unwrap_err());
         assert!(
             err.ends_with(&format!("{layer}{expected}")),
             "{bad:?}: {err}"
         );
+    }
+    // What serde refuses names the key.
+    for (bad, expected) in [
+        ("warmup={ random = 128 }", "missing field `length`"),
+        ("warmup.length={ steps = 1, epochs = 0.5 }", "length"),
+    ] {
+        let overrides = [format!("network.layers.1.lsh.{bad}")];
+        let err = format!("{:#}", load(&path, &overrides).unwrap_err());
+        assert!(err.contains(expected), "{bad:?}: {err}");
     }
 }
 
@@ -205,4 +204,81 @@ fn learning_rate_schedules() {
             .to_string()
             .contains("lr_gamma")
     );
+}
+
+/// What checkpoints record of each shipped config (and of the ablations' and the random
+/// ids' old spellings on the Amazon-670K one): the architecture hash, and a hash of every
+/// described setting (the training-only ones too, which a resume names when they change),
+/// for 1,000 inputs and 20,000 training samples. Recorded before the config keys were
+/// renamed (issue 28): configs that mean the same network describe it the same way, so
+/// checkpoints written before still load.
+#[test]
+fn shipped_configs_describe_their_networks_as_recorded() {
+    let recorded: &[(&str, u64, u64)] = &[
+        (
+            "amazon670k-synthetic.toml ",
+            0x9a7a83cdefa97001,
+            0x2ea519df8c230f47,
+        ),
+        (
+            "amazon670k-synthetic.toml network.layers.1.lsh.exact_picks=true",
+            0x9a7a83cdefa97001,
+            0x08b34f65d026c045,
+        ),
+        (
+            "amazon670k-synthetic.toml network.layers.1.lsh.uniform=true",
+            0xf2c7b2dfa09972cf,
+            0x7de81bf74396cd1d,
+        ),
+        (
+            "amazon670k-synthetic.toml network.layers.1.lsh.uniform_negatives=7",
+            0xa2f06d7b6aef86d0,
+            0x0fc55652edcb3b06,
+        ),
+        ("amazon670k.toml ", 0x9a7a83cdefa97001, 0x2ea519df8c230f47),
+        (
+            "delicious200k.toml ",
+            0x55d1e5376e6df96a,
+            0xd2f83ff47a21715b,
+        ),
+        (
+            "fashion-mnist.toml ",
+            0x16eec6fbebd3054f,
+            0x2e51dcf6a2cb5494,
+        ),
+        ("mnist.toml ", 0x97247b6c79930137, 0x0df38f2165f138ac),
+        ("quickstart.toml ", 0x0dc47d32804f442b, 0xc7458173bf96cfdc),
+    ];
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let mut cases: Vec<(String, Vec<String>)> = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            cases.push((path.file_name().unwrap().to_string_lossy().into(), vec![]));
+        }
+    }
+    for set in ["uniform=true", "exact_picks=true", "uniform_negatives=7"] {
+        let set = format!("network.layers.1.lsh.{set}");
+        cases.push(("amazon670k-synthetic.toml".into(), vec![set]));
+    }
+    let mut seen = Vec::new();
+    for (name, overrides) in cases {
+        let network = load(&dir.join(&name), &overrides)
+            .unwrap()
+            .network(1000, 20_000);
+        let described = network
+            .describe()
+            .iter()
+            .fold(slide::config::FNV_OFFSET, |h, (key, value)| {
+                fnv1a(fnv1a(h, key.as_bytes()), value.as_bytes())
+            });
+        let name = format!("{name} {}", overrides.join(" "));
+        seen.push((name, network.architecture_hash(), described));
+    }
+    seen.sort();
+    for (name, hash, described) in &seen {
+        println!("(\"{name}\", {hash:#018x}, {described:#018x}),");
+    }
+    let seen: Vec<(&str, u64, u64)> = seen.iter().map(|(n, h, d)| (n.as_str(), *h, *d)).collect();
+    assert_eq!(seen, recorded);
 }

@@ -1,18 +1,17 @@
 //! The checks a config passes before any work starts (those that need no data).
 
 use anyhow::{Context, Result, bail};
-use slide::{EvalPrecision, Precision};
 
 use super::network::layer_config;
-use super::{Config, DataFormat, InitName, StrategyName};
+use super::{Config, DataFormat, StrategyName};
 
 impl Config {
     /// Every check that can be made without reading the data.
     pub fn validate(&self) -> Result<()> {
         let t = &self.train;
-        if t.eval_precision == EvalPrecision::Bf16 && !slide::kernels::has_bf16_dot() {
-            bail!("train.eval_precision = \"bf16\" needs a CPU with AVX512-BF16");
-        }
+        t.eval_precision
+            .validate()
+            .context("train.eval_precision = \"bf16\"")?;
         if t.batch_size == 0 {
             bail!("train.batch_size must be at least 1");
         }
@@ -56,51 +55,11 @@ impl Config {
             bail!("data.features and data.labels are needed for the libsvm format");
         }
         for (i, layer) in self.network.layers.iter().enumerate() {
-            if layer.weights == Precision::Bf16 && layer.moments != Precision::Bf16 {
-                bail!("network.layers[{i}]: weights = \"bf16\" needs moments = \"bf16\"");
-            }
-            match (layer.init, layer.init_scale) {
-                (InitName::Normal | InitName::Uniform, None) => bail!(
-                    "network.layers[{i}]: init = \"{}\" needs init_scale",
-                    if layer.init == InitName::Normal {
-                        "normal"
-                    } else {
-                        "uniform"
-                    }
-                ),
-                (_, Some(x)) if !(x.is_finite() && x > 0.0) => {
-                    bail!("network.layers[{i}].init_scale must be positive, got {x}")
-                }
-                (InitName::Glorot | InitName::FanIn, Some(_)) => {
-                    bail!("network.layers[{i}].init_scale applies to normal and uniform only")
-                }
-                _ => {}
-            }
             if let Some(lsh) = &layer.lsh {
                 lsh.resolve(layer.size)
                     .with_context(|| format!("network.layers[{i}].lsh"))?;
-                if lsh.uniform && lsh.budget.is_none() {
-                    bail!("network.layers[{i}].lsh: uniform sampling needs budget");
-                }
-                if !(lsh.warmup_epochs.is_finite() && lsh.warmup_epochs >= 0.0) {
-                    bail!(
-                        "network.layers[{i}].lsh: warmup_epochs must be a number of epochs, \
-                         at least 0, got {}",
-                        lsh.warmup_epochs
-                    );
-                }
-                if lsh.warmup_steps > 0 && lsh.warmup_epochs > 0.0 {
-                    bail!("network.layers[{i}].lsh: give warmup_steps or warmup_epochs, not both");
-                }
-                let lasts = lsh.warmup_steps > 0 || lsh.warmup_epochs > 0.0;
-                if (lsh.warmup_negatives > 0) != lasts {
-                    bail!(
-                        "network.layers[{i}].lsh: warmup_negatives ({}) and its length \
-                         (warmup_steps {}, warmup_epochs {}) go together: both 0 or neither",
-                        lsh.warmup_negatives,
-                        lsh.warmup_steps,
-                        lsh.warmup_epochs
-                    );
+                if lsh.picks == slide::Picks::Uniform && lsh.budget.is_none() {
+                    bail!("network.layers[{i}].lsh: picks = \"uniform\" needs budget");
                 }
                 match lsh.strategy {
                     StrategyName::TopK if lsh.budget.is_none() => {
@@ -111,12 +70,16 @@ impl Config {
                     }
                     _ => {}
                 }
-                // (A warm-up in epochs is at least a step whatever the data's size.)
-                if let Some(core) = layer_config(layer, 1.0).lsh {
-                    core.validate(layer.size)
-                        .with_context(|| format!("network.layers[{i}].lsh"))?;
-                }
             }
+            // The core's checks, once, without the data (a warm-up may still be in epochs):
+            // the LSH settings named as such, then the rest of the layer.
+            let core = layer_config(layer);
+            if let Some(lsh) = &core.lsh {
+                lsh.validate(core.out_dim)
+                    .with_context(|| format!("network.layers[{i}].lsh"))?;
+            }
+            core.validate()
+                .with_context(|| format!("network.layers[{i}]"))?;
         }
         Ok(())
     }

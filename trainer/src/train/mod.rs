@@ -192,7 +192,7 @@ pub fn run(
     let output_sampled = net.layers().last().is_some_and(|l| l.is_sampled());
     let mut eval_seconds = 0.0;
     let report_every = (train.len() / t.batch_size / 10).max(1) as u64;
-    let steps_per_epoch = train.len().div_ceil(t.batch_size) as u64;
+    let steps_per_epoch = t.steps_per_epoch(train.len());
     // The schedule spans the configured epochs; `max_steps` only stops the run early, so a
     // run stopped by it and resumed takes the same learning rates as one never stopped.
     let schedule_steps = steps_per_epoch * t.epochs as u64;

@@ -1,0 +1,249 @@
+//! Config keys of old (issue 28 gave each setting the core's name and type), read under
+//! their new names with a note that says so, or refused with a message naming the new key
+//! where the old spelling cannot be carried over: old config files and `--set` lines keep
+//! working. Runs on the TOML value, after the overrides and before the sections are read.
+
+use anyhow::{Result, bail};
+use toml::{Table, Value};
+
+#[cfg(test)]
+mod tests;
+
+/// `[network.layers.lsh]` keys renamed to the core's field names, old name first.
+const RENAMED: [(&str, &str); 1] = [("uniform_negatives", "random_extra")];
+
+/// The warm-up's flat keys of old, and their places in `[network.layers.lsh.warmup]`.
+const WARMUP: [(&str, &str); 3] = [
+    ("warmup_negatives", "random"),
+    ("warmup_steps", "length.steps"),
+    ("warmup_epochs", "length.epochs"),
+];
+
+/// The ablations' flags of old, and the `picks` each one set.
+const ABLATIONS: [(&str, &str); 2] = [("uniform", "uniform"), ("exact_picks", "exact")];
+
+/// Rewrites the old keys of every `[[network.layers]]` and `[network.layers.lsh]` in
+/// `config` to their new names and returns one note per key rewritten.
+pub(super) fn upgrade(config: &mut Table) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let layers = config
+        .get_mut("network")
+        .and_then(Value::as_table_mut)
+        .and_then(|network| network.get_mut("layers"))
+        .and_then(Value::as_array_mut);
+    for (i, layer) in layers.into_iter().flatten().enumerate() {
+        let Some(layer) = layer.as_table_mut() else {
+            continue;
+        };
+        upgrade_init(layer, &format!("network.layers[{i}]"), &mut notes)?;
+        if let Some(lsh) = layer.get_mut("lsh").and_then(Value::as_table_mut) {
+            let place = format!("network.layers[{i}].lsh");
+            upgrade_lsh(lsh, &place, &mut notes)?;
+        }
+    }
+    Ok(notes)
+}
+
+/// `init = "normal"` or `"uniform"` with `init_scale = x` becomes the core's
+/// `init = { normal = { std = x } }` or `{ uniform = { bound = x } }`.
+fn upgrade_init(layer: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
+    let scale = layer.remove("init_scale");
+    let name = layer
+        .get("init")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let field = match name.as_deref() {
+        Some("normal") => "std",
+        Some("uniform") => "bound",
+        _ => {
+            if scale.is_some() {
+                bail!(
+                    "{place}: init_scale applies to normal and uniform only (now \
+                     `init = {{ normal = {{ std = ... }} }}` or `{{ uniform = {{ bound = ... }} }}`)"
+                );
+            }
+            return Ok(());
+        }
+    };
+    let name = name.expect("matched a name");
+    let Some(scale) = scale else {
+        bail!(
+            "{place}: init = \"{name}\" needs its scale: `init = {{ {name} = {{ {field} = ... }} }}`"
+        );
+    };
+    let new = format!("init = {{ {name} = {{ {field} = {scale} }} }}");
+    notes.push(format!(
+        "{place}: `init = \"{name}\"` with `init_scale = {scale}` is now `{new}`; read as such"
+    ));
+    let inner = Table::from_iter([(field.to_string(), scale)]);
+    let init = Table::from_iter([(name, Value::Table(inner))]);
+    layer.insert("init".to_string(), Value::Table(init));
+    Ok(())
+}
+
+fn upgrade_lsh(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
+    for (old, new) in RENAMED {
+        if let Some(value) = lsh.remove(old) {
+            if lsh.contains_key(new) {
+                bail!("{place}: `{old}` is the old name of `{new}`; give `{new}` only");
+            }
+            lsh.insert(new.to_string(), value);
+            notes.push(format!("{place}: `{old}` is now `{new}`; read as such"));
+        }
+    }
+    upgrade_family(lsh, place, notes)?;
+    upgrade_ablations(lsh, place, notes)?;
+    upgrade_warmup(lsh, place, notes)
+}
+
+/// The family's flat keys of old: `family = "dwta"` with `bin_size`, `"simhash"` with
+/// `density`, `"simhash-gaussian"`, `"minhash"` with `bits`, and the key each setting takes in
+/// the lsh crate's `FamilyKind` now.
+fn upgrade_family(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
+    let settings: Vec<(&str, Value)> = ["bin_size", "density", "bits"]
+        .into_iter()
+        .filter_map(|key| lsh.remove(key).map(|value| (key, value)))
+        .collect();
+    let Some(name) = lsh
+        .get("family")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        if let Some((key, _)) = settings.first() {
+            bail!(
+                "{place}: `{key}` is a setting of the family now: `family = {{ dwta = {{ \
+                 bin_size = 8 }} }}`, `{{ simhash = {{ sparse = {{ density = 0.33 }} }} }}` or \
+                 `{{ minhash = {{ bits = 3 }} }}`"
+            );
+        }
+        return Ok(());
+    };
+    let (own, applies): (Option<&str>, &[&str]) = match name.as_str() {
+        "wta" | "dwta" => (Some("bin_size"), &["bin_size"]),
+        "simhash" => (Some("density"), &["density"]),
+        "minhash" => (Some("bits"), &["bits"]),
+        _ => (None, &[]),
+    };
+    let mut inner = Table::new();
+    for (key, value) in settings {
+        if applies.contains(&key) {
+            inner.insert(key.to_string(), value);
+        } else {
+            notes.push(format!(
+                "{place}: `{key}` does not apply to {name}; ignored, as before"
+            ));
+        }
+    }
+    let family = match name.as_str() {
+        "simhash" => Value::Table(Table::from_iter([(
+            "simhash".to_string(),
+            Value::Table(Table::from_iter([(
+                "sparse".to_string(),
+                Value::Table(inner),
+            )])),
+        )])),
+        "simhash-gaussian" => Value::Table(Table::from_iter([(
+            "simhash".to_string(),
+            Value::String("gaussian".to_string()),
+        )])),
+        _ if own.is_some() => Value::Table(Table::from_iter([(name.clone(), Value::Table(inner))])),
+        // Not a family of old either: the lsh crate's type names the ones it knows.
+        _ => return Ok(()),
+    };
+    let new = format!("family = {}", family.to_string().replace('\n', " "));
+    notes.push(format!(
+        "{place}: `family = \"{name}\"` and its settings are now `{new}`; read as such"
+    ));
+    lsh.insert("family".to_string(), family);
+    Ok(())
+}
+
+/// `uniform = true` and `exact_picks = true` become `picks = "uniform"` / `"exact"`;
+/// `false` says what the default says.
+fn upgrade_ablations(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
+    let mut chosen = Vec::new();
+    for (old, picks) in ABLATIONS {
+        let Some(value) = lsh.remove(old) else {
+            continue;
+        };
+        let Some(set) = value.as_bool() else {
+            bail!("{place}: `{old}` (now `picks = \"{picks}\"`) must be true or false");
+        };
+        notes.push(format!(
+            "{place}: `{old} = {set}` is now {}; read as such",
+            if set {
+                format!("`picks = \"{picks}\"`")
+            } else {
+                "the default, `picks = \"tables\"`".to_string()
+            }
+        ));
+        if set {
+            chosen.push((old, picks));
+        }
+    }
+    match chosen[..] {
+        [] => Ok(()),
+        [(old, picks)] => {
+            if lsh.contains_key("picks") {
+                bail!(
+                    "{place}: `{old}` is the old spelling of `picks = \"{picks}\"`; give `picks` only"
+                );
+            }
+            lsh.insert("picks".to_string(), Value::String(picks.to_string()));
+            Ok(())
+        }
+        _ => bail!(
+            "{place}: `uniform` and `exact_picks` are both ablations of where the picks come \
+             from; give one, as `picks = \"uniform\"` or `picks = \"exact\"`"
+        ),
+    }
+}
+
+/// `warmup_negatives`, `warmup_steps` and `warmup_epochs` become the core's
+/// `warmup = { random, length = { steps } | { epochs } }` (`[train] warmup_steps` is the
+/// learning rate's warm-up); all of them 0, as the defaults were, is no warm-up.
+fn upgrade_warmup(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
+    let old: Vec<(&str, &str, Value)> = WARMUP
+        .iter()
+        .filter_map(|&(old, new)| lsh.remove(old).map(|value| (old, new, value)))
+        .collect();
+    if old.is_empty() {
+        return Ok(());
+    }
+    if lsh.contains_key("warmup") {
+        bail!(
+            "{place}: `{}` is an old name in `[{place}.warmup]`; give the warm-up there only",
+            old[0].0
+        );
+    }
+    for (key, new, _) in &old {
+        notes.push(format!(
+            "{place}: `{key}` is now `warmup.{new}`; read as such"
+        ));
+    }
+    let zero = |v: &Value| v.as_integer() == Some(0) || v.as_float() == Some(0.0);
+    let (random, lengths): (Vec<_>, Vec<_>) = old
+        .into_iter()
+        .filter(|(_, _, value)| !zero(value))
+        .partition(|(_, new, _)| *new == "random");
+    let form = "`warmup = { random = R, length = { steps = N } }` or `{ epochs = E }`";
+    let length = match (&random[..], &lengths[..]) {
+        ([], []) => return Ok(()),
+        ([_], [(_, new, value)]) => {
+            Table::from_iter([(new.trim_start_matches("length.").to_string(), value.clone())])
+        }
+        (_, [_, _]) => bail!("{place}: give warmup_steps or warmup_epochs, not both (now {form})"),
+        ([_], []) => bail!(
+            "{place}: warmup_negatives needs its length, warmup_steps or warmup_epochs (now \
+             {form})"
+        ),
+        _ => bail!("{place}: a warm-up's length needs warmup_negatives (now {form})"),
+    };
+    let random = random.into_iter().next().expect("matched one").2;
+    let warmup = Table::from_iter([
+        ("random".to_string(), random),
+        ("length".to_string(), Value::Table(length)),
+    ]);
+    lsh.insert("warmup".to_string(), Value::Table(warmup));
+    Ok(())
+}

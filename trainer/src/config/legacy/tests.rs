@@ -1,0 +1,264 @@
+//! Unit tests of the renamed keys: each old spelling loads into the same network as its new
+//! one, with a note naming the new key, or is refused with a message naming it.
+
+use std::path::Path;
+
+use slide::NetworkConfig;
+
+use crate::config::{load, parse};
+
+/// The keys renamed in issue 28 still load, with a note naming the new key, into the same
+/// network: `uniform_negatives` (now `random_extra`), `uniform` / `exact_picks` (now
+/// `picks`), `warmup_negatives` / `warmup_steps` / `warmup_epochs` (now
+/// `warmup = { random, length = { steps } | { epochs } }`, apart from `[train]
+/// warmup_steps`). An old key beside its new one, both ablations at once, or half a warm-up
+/// of old, is refused with a message naming the new key.
+#[test]
+fn old_key_names_load_with_a_note() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let old_text = text.replace(
+        "[network.layers.lsh.warmup]\nrandom = 128\nlength = { epochs = 0.5 }\n",
+        "warmup_negatives = 128\nwarmup_epochs = 0.5\nwarmup_steps = 0\nuniform_negatives = 3\n",
+    );
+    assert_ne!(old_text, text);
+    let parse = |text: &str, overrides: &[&str]| {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        parse(text, &path, &overrides)
+    };
+    let new = parse(&text, &["network.layers.1.lsh.random_extra=3"]).unwrap();
+    assert!(new.notes.is_empty(), "{:?}", new.notes);
+    let old = parse(&old_text, &[]).unwrap();
+    assert_eq!(old.network(135_909, 20_000), new.network(135_909, 20_000));
+    let place = "network.layers[1].lsh: ";
+    assert_eq!(
+        old.notes,
+        [
+            "`uniform_negatives` is now `random_extra`; read as such",
+            "`warmup_negatives` is now `warmup.random`; read as such",
+            "`warmup_steps` is now `warmup.length.steps`; read as such",
+            "`warmup_epochs` is now `warmup.length.epochs`; read as such",
+        ]
+        .map(|n| format!("{place}{n}"))
+    );
+    // The ablations' flags, as benches/omikuji/compare.py's --set lines spell them.
+    for (flag, picks) in [
+        ("uniform", slide::Picks::Uniform),
+        ("exact_picks", slide::Picks::Exact),
+    ] {
+        let config = parse(&text, &[&format!("network.layers.1.lsh.{flag}=true")]).unwrap();
+        assert_eq!(
+            config.network(135_909, 20_000).layers[1].lsh.unwrap().picks,
+            picks
+        );
+        let note = format!(
+            "{place}`{flag} = true` is now `picks = \"{}\"`; read as such",
+            if flag == "uniform" {
+                "uniform"
+            } else {
+                "exact"
+            }
+        );
+        assert_eq!(config.notes, [note]);
+    }
+    let config = parse(&text, &["network.layers.1.lsh.uniform=false"]).unwrap();
+    assert_eq!(
+        config.network(135_909, 20_000),
+        new_without_extra(&text, &path)
+    );
+    for (overrides, expected) in [
+        (
+            vec![
+                "network.layers.1.lsh.uniform=true",
+                "network.layers.1.lsh.exact_picks=true",
+            ],
+            "`uniform` and `exact_picks` are both ablations of where the picks come from; give \
+             one, as `picks = \"uniform\"` or `picks = \"exact\"`",
+        ),
+        (
+            vec![
+                "network.layers.1.lsh.uniform=true",
+                "network.layers.1.lsh.picks=\"exact\"",
+            ],
+            "`uniform` is the old spelling of `picks = \"uniform\"`; give `picks` only",
+        ),
+        (
+            vec!["network.layers.1.lsh.warmup_steps=5"],
+            "`warmup_steps` is an old name in `[network.layers[1].lsh.warmup]`; give the \
+             warm-up there only",
+        ),
+        (
+            vec![
+                "network.layers.1.lsh.uniform_negatives=1",
+                "network.layers.1.lsh.random_extra=1",
+            ],
+            "`uniform_negatives` is the old name of `random_extra`; give `random_extra` only",
+        ),
+    ] {
+        let err = format!("{:#}", parse(&text, &overrides).unwrap_err());
+        assert!(
+            err.ends_with(&format!("{place}{expected}")),
+            "{overrides:?}: {err}"
+        );
+    }
+    // Half a warm-up of old, or one with two lengths.
+    let no_warmup = text.replace(
+        "[network.layers.lsh.warmup]\nrandom = 128\nlength = { epochs = 0.5 }\n",
+        "",
+    );
+    let form = "(now `warmup = { random = R, length = { steps = N } }` or `{ epochs = E }`)";
+    for (overrides, expected) in [
+        (
+            vec!["warmup_negatives=4"],
+            format!("warmup_negatives needs its length, warmup_steps or warmup_epochs {form}"),
+        ),
+        (
+            vec!["warmup_negatives=4", "warmup_steps=5", "warmup_epochs=1.0"],
+            format!("give warmup_steps or warmup_epochs, not both {form}"),
+        ),
+        (
+            vec!["warmup_steps=5"],
+            format!("a warm-up's length needs warmup_negatives {form}"),
+        ),
+    ] {
+        let overrides: Vec<String> = overrides
+            .iter()
+            .map(|s| format!("network.layers.1.lsh.{s}"))
+            .collect();
+        let err = format!(
+            "{:#}",
+            parse(
+                &no_warmup,
+                &overrides.iter().map(String::as_str).collect::<Vec<_>>()
+            )
+            .unwrap_err()
+        );
+        assert!(
+            err.ends_with(&format!("{place}{expected}")),
+            "{overrides:?}: {err}"
+        );
+    }
+    let steps = parse(
+        &no_warmup,
+        &[
+            "network.layers.1.lsh.warmup_negatives=4",
+            "network.layers.1.lsh.warmup_steps=5",
+        ],
+    )
+    .unwrap();
+    let warmup = steps.network(135_909, 20_000).layers[1].lsh.unwrap().warmup;
+    let length = slide::WarmupLength::Steps(5);
+    assert_eq!(warmup, Some(slide::Warmup { random: 4, length }));
+}
+
+/// `init` is the core's `Init`: `init = "normal"` with `init_scale` (the old spelling)
+/// loads as `{ normal = { std = ... } }` with a note; a scale without a scaled init, a scaled
+/// init without a scale, or a scale that is not positive, is refused naming the layer.
+#[test]
+fn init_is_the_cores_type() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let old_text = text
+        .replace(
+            "init = { normal = { std = 1.0 } }",
+            "init = \"normal\"\ninit_scale = 1.0",
+        )
+        .replace(
+            "init = { uniform = { bound = 0.003 } }",
+            "init = \"uniform\"\ninit_scale = 0.003",
+        );
+    let old = parse(&old_text, &path, &[]).unwrap();
+    let new = parse(&text, &path, &[]).unwrap();
+    assert_eq!(old.network(135_909, 20_000), new.network(135_909, 20_000));
+    assert_eq!(
+        new.network(135_909, 20_000).layers[1].init,
+        slide::Init::Uniform { bound: 0.003 }
+    );
+    assert_eq!(
+        old.notes,
+        [
+            "network.layers[0]: `init = \"normal\"` with `init_scale = 1.0` is now \
+             `init = { normal = { std = 1.0 } }`; read as such",
+            "network.layers[1]: `init = \"uniform\"` with `init_scale = 0.003` is now \
+             `init = { uniform = { bound = 0.003 } }`; read as such",
+        ]
+    );
+    for (overrides, expected) in [
+        (
+            vec!["network.layers.1.init=\"uniform\""],
+            "network.layers[1]: init = \"uniform\" needs its scale: \
+             `init = { uniform = { bound = ... } }`",
+        ),
+        (
+            vec![
+                "network.layers.1.init=\"glorot\"",
+                "network.layers.1.init_scale=2.0",
+            ],
+            "network.layers[1]: init_scale applies to normal and uniform only (now \
+             `init = { normal = { std = ... } }` or `{ uniform = { bound = ... } }`)",
+        ),
+        (
+            vec!["network.layers.0.init={ normal = { std = -1.0 } }"],
+            "network.layers[0]: invalid configuration of layer: the init scale must be a \
+             positive number, got -1",
+        ),
+    ] {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        let err = format!("{:#}", parse(&text, &path, &overrides).unwrap_err());
+        assert!(err.ends_with(expected), "{overrides:?}: {err}");
+    }
+}
+
+/// `family` is the lsh crate's `FamilyKind` with its settings: the old flat keys
+/// (`family = "dwta"` with `bin_size`, `"simhash"` with `density`) load with a note into the
+/// same network; a flat setting beside a new-style family is refused naming the new form.
+#[test]
+fn family_is_the_lsh_crates_type() {
+    let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    for (name, new_form, old_form, note) in [
+        (
+            "amazon670k-synthetic.toml",
+            "family = { dwta = { bin_size = 8 } }",
+            "family = \"dwta\"\nbin_size = 8",
+            "network.layers[1].lsh: `family = \"dwta\"` and its settings are now \
+             `family = { dwta = { bin_size = 8 } }`; read as such",
+        ),
+        (
+            "quickstart.toml",
+            "family = { simhash = { sparse = { density = 0.33333334 } } }",
+            "family = \"simhash\"",
+            "network.layers[0].lsh: `family = \"simhash\"` and its settings are now \
+             `family = { simhash = { sparse = {} } }`; read as such",
+        ),
+    ] {
+        let path = configs.join(name);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(new_form), "{name}");
+        let old = parse(&text.replace(new_form, old_form), &path, &[]).unwrap();
+        let new = parse(&text, &path, &[]).unwrap();
+        assert_eq!(old.network(1000, 1000), new.network(1000, 1000), "{name}");
+        assert_eq!(old.notes, [note]);
+    }
+    let path = configs.join("amazon670k-synthetic.toml");
+    let set = ["network.layers.1.lsh.family.dwta.bin_size=16".to_string()];
+    let family = load(&path, &set).unwrap().network(1000, 1000).layers[1].lsh;
+    let dwta16 = slide::lsh::FamilyKind::Dwta { bin_size: 16 };
+    assert_eq!(family.unwrap().family, dwta16);
+    let err = format!(
+        "{:#}",
+        load(&path, &["network.layers.1.lsh.bin_size=16".into()]).unwrap_err()
+    );
+    assert!(
+        err.ends_with(
+            "network.layers[1].lsh: `bin_size` is a setting of the family now: `family = { dwta \
+             = { bin_size = 8 } }`, `{ simhash = { sparse = { density = 0.33 } } }` or \
+             `{ minhash = { bits = 3 } }`"
+        ),
+        "{err}"
+    );
+}
+
+/// The shipped config's network, loaded from `text` with nothing changed.
+fn new_without_extra(text: &str, path: &Path) -> NetworkConfig {
+    parse(text, path, &[]).unwrap().network(135_909, 20_000)
+}

@@ -10,6 +10,7 @@ use slide::lsh::mix64;
 use slide::{EvalStats, Examples, Mode, Network, Workspace};
 
 use super::metrics::{RecallRecord, collapsed};
+use super::report::{Evaluated, Reporter};
 use super::{Failure, Log, restored};
 use crate::config::{Config, TrainConfig};
 
@@ -18,9 +19,11 @@ const RECALL_SAMPLES: usize = 16;
 
 /// The evaluation at `step`: `train.eval_samples` test samples (all for 0), drawn from the
 /// seed and the step only (not from earlier evaluations, so a resumed run evaluates the
-/// same ones) into the front of `order`, scored in `mode`; beside it the LSH-mode P@1 of
-/// the same samples when the output layer samples and `mode` is not LSH mode already (a
-/// model that holds only under sampling shows there).
+/// same ones) into the front of `order`, scored in `train.eval_mode`; beside it the
+/// LSH-mode P@1 of the same samples when the output layer samples and the mode is not LSH
+/// mode already (a model that holds only under sampling shows there). Its seconds count
+/// as time outside training in `report`, which also prints the collapse detector's
+/// warning if it fires.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn periodic(
     net: &Network,
@@ -29,9 +32,11 @@ pub(super) fn periodic(
     order: &mut [usize],
     t: &TrainConfig,
     step: u64,
-    mode: Mode,
     output_sampled: bool,
-) -> Result<(EvalStats, Option<f64>), Failure> {
+    report: &mut Reporter,
+) -> Result<Evaluated, Failure> {
+    let started = Instant::now();
+    let mode = t.eval_mode.mode();
     let n = if t.eval_samples == 0 {
         test.len()
     } else {
@@ -54,7 +59,16 @@ pub(super) fn periodic(
     } else {
         None
     };
-    Ok((result, lsh))
+    let seconds = started.elapsed().as_secs_f64();
+    report.outside_training += seconds;
+    if let Some(message) = collapse_warning(step, &result) {
+        report.warn(&message);
+    }
+    Ok(Evaluated {
+        result,
+        seconds,
+        lsh,
+    })
 }
 
 /// The collapse detector's warning for an evaluation at `step`, if it fired.
@@ -71,14 +85,16 @@ pub(super) fn collapse_warning(step: u64, result: &EvalStats) -> Option<String> 
 
 /// Retrieval recall at 10 of each sampled layer on a few labelled test samples (their
 /// labels forced in, as in training), drawn from the seed and the step; `None` when the
-/// draw holds no labelled sample.
+/// draw holds no labelled sample. Its seconds count as time outside training in `report`.
 pub(super) fn recall_probe(
     net: &Network,
     ws: &mut Workspace,
     test: &dyn Examples,
     seed: u64,
     step: u64,
+    report: &mut Reporter,
 ) -> Result<Option<Vec<Option<RecallRecord>>>, Failure> {
+    let started = Instant::now();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(seed ^ step ^ 0x7265));
     let probe: Vec<usize> = (0..RECALL_SAMPLES.min(test.len()))
         .map(|_| rng.random_range(0..test.len()))
@@ -90,6 +106,7 @@ pub(super) fn recall_probe(
     let r = net
         .retrieval_recall(ws, test, &probe, 10)
         .map_err(|e| Failure::Training(e.into()))?;
+    report.outside_training += started.elapsed().as_secs_f64();
     Ok(Some(
         r.iter()
             .map(|r| {

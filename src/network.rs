@@ -126,8 +126,8 @@ impl Network {
     /// Sets how many outputs LSH-mode evaluation and prediction
     /// ([`Mode::EvalLsh`](crate::Mode::EvalLsh)) score for each sample beside those its
     /// tables pick: the `pool` outputs that score highest for the mean input of each group
-    /// of [`POOL_GROUP`](crate::eval::POOL_GROUP) samples (one full scoring of the output
-    /// layer per group). 0 (the default): the tables' picks only. Applies to a sampled,
+    /// of [`POOL_GROUP`](crate::eval::POOL_GROUP) samples, an evaluation block (one full
+    /// scoring of the output layer per group). 0 (the default): the tables' picks only. Applies to a sampled,
     /// neuron-major output layer; a pool wider than the layer scores every output.
     pub fn set_eval_pool(&mut self, pool: usize) {
         self.eval_pool = pool;

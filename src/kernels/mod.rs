@@ -16,6 +16,8 @@
 //! in every set. A run uses one table throughout, so training stays deterministic for any
 //! thread count.
 
+#[cfg(target_arch = "x86_64")]
+pub mod avx512_bf16;
 pub mod bf16;
 pub mod portable;
 pub mod scalar;
@@ -199,14 +201,14 @@ pub fn cpu_features() -> Vec<&'static str> {
 pub fn has_bf16_dot() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        kernels().name == x86_64::AVX512.name && x86_64::has_bf16_dot()
+        kernels().name == x86_64::AVX512.name && avx512_bf16::has_bf16_dot()
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
 
 #[cfg(target_arch = "x86_64")]
-pub use x86_64::{pack_inputs_bf16, pack_rows_bf16, scores_bf16};
+pub use avx512_bf16::{pack_inputs_bf16, pack_rows_bf16, scores_bf16};
 
 /// Without x86-64 there is no BF16 scoring ([`has_bf16_dot`] is false, so nothing calls these).
 #[cfg(not(target_arch = "x86_64"))]

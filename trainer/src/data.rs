@@ -52,6 +52,27 @@ pub struct Loaded {
 
 /// Reads the train and test sets `config` names, checking sizes against it.
 pub fn load(config: &DataConfig) -> Result<Loaded> {
+    check_files_exist(config)?;
+    let loaded = match config.format {
+        DataFormat::Xmc => load_xmc(config)?,
+        DataFormat::Libsvm => load_libsvm(config)?,
+        DataFormat::Idx => load_idx(config)?,
+    };
+    check_labelled(config, &loaded)?;
+    Ok(loaded)
+}
+
+/// `data.features` or `data.labels` (`what`), if given, must be what the data has.
+fn check(what: &str, found: usize, declared: Option<usize>) -> Result<()> {
+    match declared {
+        Some(d) if d != found => bail!("data.{what} = {d} but the data has {found}"),
+        _ => Ok(()),
+    }
+}
+
+/// The text formats' files must exist; the error says where they go and how to generate
+/// data of the same shape.
+fn check_files_exist(config: &DataConfig) -> Result<()> {
     for path in [&config.train, &config.test].into_iter().flatten() {
         if config.format != DataFormat::Idx && !path.exists() {
             bail!(
@@ -74,91 +95,94 @@ pub fn load(config: &DataConfig) -> Result<Loaded> {
             );
         }
     }
-    let check = |what: &str, found: usize, declared: Option<usize>| -> Result<()> {
-        match declared {
-            Some(d) if d != found => bail!("data.{what} = {d} but the data has {found}"),
-            _ => Ok(()),
-        }
+    Ok(())
+}
+
+/// Train and test files in the XMC text format, their headers agreeing.
+fn load_xmc(config: &DataConfig) -> Result<Loaded> {
+    let (train, a) = xmc::read_xmc(config.train.as_deref().expect("validated"))?;
+    let (test, b) = xmc::read_xmc(config.test.as_deref().expect("validated"))?;
+    if (a.features, a.labels) != (b.features, b.labels) {
+        bail!(
+            "train file declares {} features and {} labels, test file {} and {}",
+            a.features,
+            a.labels,
+            b.features,
+            b.labels
+        );
+    }
+    check("features", a.features, config.features)?;
+    check("labels", a.labels, config.labels)?;
+    let multi_label = train.label_offsets.windows(2).any(|w| w[1] - w[0] > 1);
+    Ok(Loaded {
+        train: Dataset::Sparse(train),
+        test: Dataset::Sparse(test),
+        features: a.features,
+        labels: a.labels,
+        multi_label,
+    })
+}
+
+/// Train and test files in the LIBSVM text format, of the configured shape.
+fn load_libsvm(config: &DataConfig) -> Result<Loaded> {
+    let (features, labels) = (
+        config.features.expect("validated"),
+        config.labels.expect("validated"),
+    );
+    let train = xmc::read_libsvm(
+        config.train.as_deref().expect("validated"),
+        features,
+        labels,
+    )?;
+    let test = xmc::read_libsvm(config.test.as_deref().expect("validated"), features, labels)?;
+    let multi_label = train.label_offsets.windows(2).any(|w| w[1] - w[0] > 1);
+    Ok(Loaded {
+        train: Dataset::Sparse(train),
+        test: Dataset::Sparse(test),
+        features,
+        labels,
+        multi_label,
+    })
+}
+
+/// MNIST-style IDX images and labels (gzipped or not) from `data.dir`.
+fn load_idx(config: &DataConfig) -> Result<Loaded> {
+    let dir = config.dir.as_deref().expect("validated");
+    let classes = config.labels.unwrap_or(10);
+    let find = |stem: &str| {
+        let gz = dir.join(format!("{stem}.gz"));
+        if gz.exists() { gz } else { dir.join(stem) }
     };
-    let loaded = match config.format {
-        DataFormat::Xmc => {
-            let (train, a) = xmc::read_xmc(config.train.as_deref().expect("validated"))?;
-            let (test, b) = xmc::read_xmc(config.test.as_deref().expect("validated"))?;
-            if (a.features, a.labels) != (b.features, b.labels) {
-                bail!(
-                    "train file declares {} features and {} labels, test file {} and {}",
-                    a.features,
-                    a.labels,
-                    b.features,
-                    b.labels
-                );
-            }
-            check("features", a.features, config.features)?;
-            check("labels", a.labels, config.labels)?;
-            let multi_label = train.label_offsets.windows(2).any(|w| w[1] - w[0] > 1);
-            Loaded {
-                train: Dataset::Sparse(train),
-                test: Dataset::Sparse(test),
-                features: a.features,
-                labels: a.labels,
-                multi_label,
-            }
-        }
-        DataFormat::Libsvm => {
-            let (features, labels) = (
-                config.features.expect("validated"),
-                config.labels.expect("validated"),
-            );
-            let train = xmc::read_libsvm(
-                config.train.as_deref().expect("validated"),
-                features,
-                labels,
-            )?;
-            let test =
-                xmc::read_libsvm(config.test.as_deref().expect("validated"), features, labels)?;
-            let multi_label = train.label_offsets.windows(2).any(|w| w[1] - w[0] > 1);
-            Loaded {
-                train: Dataset::Sparse(train),
-                test: Dataset::Sparse(test),
-                features,
-                labels,
-                multi_label,
-            }
-        }
-        DataFormat::Idx => {
-            let dir = config.dir.as_deref().expect("validated");
-            let classes = config.labels.unwrap_or(10);
-            let find = |stem: &str| {
-                let gz = dir.join(format!("{stem}.gz"));
-                if gz.exists() { gz } else { dir.join(stem) }
-            };
-            let train = idx::read_images(
-                &find("train-images-idx3-ubyte"),
-                &find("train-labels-idx1-ubyte"),
-                classes as u32,
-            )?;
-            let test = idx::read_images(
-                &find("t10k-images-idx3-ubyte"),
-                &find("t10k-labels-idx1-ubyte"),
-                classes as u32,
-            )?;
-            if train.dim != test.dim {
-                bail!(
-                    "train images have {} pixels, test images {}",
-                    train.dim,
-                    test.dim
-                );
-            }
-            check("features", train.dim, config.features)?;
-            Loaded {
-                features: train.dim,
-                train: Dataset::Dense(train),
-                test: Dataset::Dense(test),
-                labels: classes,
-                multi_label: false,
-            }
-        }
-    };
+    let train = idx::read_images(
+        &find("train-images-idx3-ubyte"),
+        &find("train-labels-idx1-ubyte"),
+        classes as u32,
+    )?;
+    let test = idx::read_images(
+        &find("t10k-images-idx3-ubyte"),
+        &find("t10k-labels-idx1-ubyte"),
+        classes as u32,
+    )?;
+    if train.dim != test.dim {
+        bail!(
+            "train images have {} pixels, test images {}",
+            train.dim,
+            test.dim
+        );
+    }
+    check("features", train.dim, config.features)?;
+    Ok(Loaded {
+        features: train.dim,
+        train: Dataset::Dense(train),
+        test: Dataset::Dense(test),
+        labels: classes,
+        multi_label: false,
+    })
+}
+
+/// The training set must be non-empty and every sample labelled; the error names the file
+/// and line of the first unlabelled one.
+fn check_labelled(config: &DataConfig, loaded: &Loaded) -> Result<()> {
     if loaded.train.examples().is_empty() {
         bail!("the training set is empty");
     }
@@ -180,7 +204,7 @@ pub fn load(config: &DataConfig) -> Result<Loaded> {
             train.len()
         );
     }
-    Ok(loaded)
+    Ok(())
 }
 
 /// The line of sample `k` in a text data file: XMC files have a header line and one line

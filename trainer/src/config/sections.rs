@@ -264,7 +264,7 @@ pub struct TrainConfig {
     #[serde(default)]
     pub eval_precision: EvalPrecision,
     /// LSH-mode evaluation and prediction score, beside each sample's table picks, the
-    /// outputs that score highest for the mean input of every 128 samples, this many (0,
+    /// outputs that score highest for the mean input of each block of 1,024 samples, this many (0,
     /// the default: the tables' picks only; see [`slide::Network::set_eval_pool`]).
     #[serde(default)]
     pub eval_pool: usize,

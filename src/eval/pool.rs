@@ -1,12 +1,12 @@
 //! LSH-mode prediction with a batch pool: the outputs that score highest for the mean of a
-//! group of samples' inputs to the output layer are scored for each sample of the group,
+//! block of samples' inputs to the output layer are scored for each sample of the block,
 //! beside the outputs its tables pick ([`Network::set_eval_pool`]).
 //!
 //! One full scoring of the output layer serves [`POOL_GROUP`] samples (an evaluation
 //! block); each sample then scores only the pool. The outputs that win for some sample are
 //! the ones whose rows and biases have been trained up: the part of a logit that is common
 //! to every input (the bias and the row against the mean input) decides most of the
-//! ranking, and the mean of a group's inputs ranks it (docs/label-trees.md, "Prediction
+//! ranking, and the mean of a block's inputs ranks it (docs/label-trees.md, "Prediction
 //! from a batch pool").
 
 use rayon::prelude::*;
@@ -30,9 +30,9 @@ pub const POOL_GROUP: usize = super::EVAL_BLOCK;
 const ROWS: usize = 256;
 
 impl Network {
-    /// The 5 best outputs of each sample of `block`, whose LSH-mode pass
-    /// [`Self::run_batch`] has run into `ws`: the best of its group's pool of `pool`
-    /// outputs (see the module's doc) and of the outputs its tables picked, by logit.
+    /// The 5 best outputs of each sample of `block` (at most [`POOL_GROUP`]), whose
+    /// LSH-mode pass [`Self::run_batch`] has run into `ws`: the best of the block's pool of
+    /// `pool` outputs (see the module's doc) and of the outputs its tables picked, by logit.
     pub(super) fn pooled_tops(
         &self,
         ws: &Workspace,
@@ -40,92 +40,66 @@ impl Network {
         block: &[usize],
         pool: usize,
     ) -> Vec<Top5> {
+        debug_assert!(block.len() <= POOL_GROUP);
         let last = self.layers().len() - 1;
         let layer = &self.layers()[last];
         let dim = layer.in_dim();
-        let mut tops = Vec::with_capacity(block.len());
-        let mut x = Vec::new();
-        let groups: Vec<(&[usize], &[_])> = block
-            .chunks(POOL_GROUP)
-            .zip(ws.batch().chunks(POOL_GROUP))
-            .collect();
-        // Each group's mean input; one pass over the output rows scores every mean.
-        let mut means = vec![0.0f32; groups.len() * dim];
-        for ((group, states), mean) in groups.iter().zip(means.chunks_exact_mut(dim)) {
-            for (state, &sample) in states.iter().zip(group.iter()) {
-                layer_input(&state.traces, last, data, sample)
-                    .for_each_nonzero(|i, v| mean[i] += v);
-            }
-            let scale = 1.0 / group.len() as f32;
-            mean.iter_mut().for_each(|m| *m *= scale);
+        let states = ws.batch();
+        let mut x = vec![0.0f32; block.len() * dim];
+        for ((row, state), &sample) in x.chunks_exact_mut(dim).zip(states).zip(block) {
+            layer_input(&state.traces, last, data, sample).for_each_nonzero(|i, v| row[i] = v);
         }
-        let pools = best_for_means(layer, &means, pool);
+        let mut mean = vec![0.0f32; dim];
+        for row in x.chunks_exact(dim) {
+            mean.iter_mut().zip(row).for_each(|(m, &v)| *m += v);
+        }
+        let scale = 1.0 / block.len().max(1) as f32;
+        mean.iter_mut().for_each(|m| *m *= scale);
+        let ids = best_for_mean(layer, &mean, pool);
+        let mut best = score_rows(layer, &x, block.len(), &ids);
+        // The tables' picks: their 5 best (by probability over the active set, which ranks
+        // as the logits do) join by logit unless the pool scored them already.
         let mut row = vec![0.0f32; dim];
-        for ((group, states), ids) in groups.into_iter().zip(pools) {
-            x.clear();
-            x.resize(group.len() * dim, 0.0);
-            for ((row, state), &sample) in x.chunks_exact_mut(dim).zip(states).zip(group) {
-                layer_input(&state.traces, last, data, sample).for_each_nonzero(|i, v| row[i] = v);
-            }
-            let mut best = score_rows(layer, &x, group.len(), &ids);
-            // The tables' picks: their 5 best (by probability over the active set, which
-            // ranks as the logits do) join by logit unless the pool scored them already.
-            for ((best, state), sample_x) in best.iter_mut().zip(states).zip(x.chunks_exact(dim)) {
-                for (id, _) in state.top.ranked() {
-                    if ids.binary_search(&id).is_err() {
-                        layer.row(id as usize).first(dim).widen_into(&mut row);
-                        let z = (kernels().dot)(&row, sample_x) + layer.biases()[id as usize];
-                        best.offer(z, id);
-                    }
+        for ((best, state), sample_x) in best.iter_mut().zip(states).zip(x.chunks_exact(dim)) {
+            for (id, _) in state.top.ranked() {
+                if ids.binary_search(&id).is_err() {
+                    layer.row(id as usize).first(dim).widen_into(&mut row);
+                    let z = (kernels().dot)(&row, sample_x) + layer.biases()[id as usize];
+                    best.offer(z, id);
                 }
             }
-            tops.append(&mut best);
         }
-        tops
+        best
     }
 }
 
-/// For each mean of `means` (`layer.in_dim()` values each), the `pool` outputs of `layer`
-/// whose logits for it are highest, in increasing order of id (every output when `pool` is
-/// at least the layer's width). One pass over the rows: each row scores every mean while it
-/// is in cache.
-fn best_for_means(layer: &SparseLayer, means: &[f32], pool: usize) -> Vec<Vec<u32>> {
-    let (dim, out_dim) = (layer.in_dim(), layer.out_dim());
-    let count = means.len() / dim.max(1);
+/// The `pool` outputs of `layer` whose logits for `mean` are highest, in increasing order
+/// of id (every output when `pool` is at least the layer's width).
+fn best_for_mean(layer: &SparseLayer, mean: &[f32], pool: usize) -> Vec<u32> {
+    let out_dim = layer.out_dim();
     if pool >= out_dim {
-        return vec![(0..out_dim as u32).collect(); count];
+        return (0..out_dim as u32).collect();
     }
     let k = kernels();
-    // logits[j * count + g]: output j for mean g.
-    let mut logits = vec![0.0f32; out_dim * count];
+    let mut logits = vec![0.0f32; out_dim];
     logits
-        .par_chunks_mut(count * ROWS)
+        .par_chunks_mut(ROWS)
         .enumerate()
         .for_each(|(chunk, out)| {
-            for (r, out) in out.chunks_exact_mut(count).enumerate() {
-                let j = chunk * ROWS + r;
-                for (z, mean) in out.iter_mut().zip(means.chunks_exact(dim)) {
-                    *z = layer.neuron_logit(k, j, Vector::Dense(mean));
-                }
+            for (r, z) in out.iter_mut().enumerate() {
+                *z = layer.neuron_logit(k, chunk * ROWS + r, Vector::Dense(mean));
             }
         });
-    // Each group's pool chosen on its own thread, from its logits made contiguous.
-    (0..count)
-        .into_par_iter()
-        .map(|g| {
-            let logits: Vec<f32> = logits.iter().skip(g).step_by(count).copied().collect();
-            let mut order: Vec<u32> = (0..out_dim as u32).collect();
-            // Ties: the lower id, as everywhere outputs are ranked.
-            order.select_nth_unstable_by(pool - 1, |&a, &b| {
-                logits[b as usize]
-                    .total_cmp(&logits[a as usize])
-                    .then(a.cmp(&b))
-            });
-            order.truncate(pool);
-            order.sort_unstable();
-            order
-        })
-        .collect()
+    let mut order: Vec<u32> = (0..out_dim as u32).collect();
+    // Ties: the lower id, as everywhere outputs are ranked.
+    order.select_nth_unstable_by(pool - 1, |&a, &b| {
+        logits[b as usize]
+            .total_cmp(&logits[a as usize])
+            .then(a.cmp(&b))
+    });
+    order.truncate(pool);
+    order.sort_unstable();
+    order
 }
 
 /// The 5 best of the rows `ids` of `layer` for each of the `n` samples of `x` (row-major,

@@ -59,13 +59,14 @@ impl Network {
         let mut best = score_rows(layer, &x, block.len(), &ids);
         // The tables' picks: their 5 best (by probability over the active set, which ranks
         // as the logits do) join by logit unless the pool scored them already.
-        let mut row = vec![0.0f32; dim];
+        let k = kernels();
         for ((best, state), sample_x) in best.iter_mut().zip(states).zip(x.chunks_exact(dim)) {
             for (id, _) in state.top.ranked() {
                 if ids.binary_search(&id).is_err() {
-                    layer.row(id as usize).first(dim).widen_into(&mut row);
-                    let z = (kernels().dot)(&row, sample_x) + layer.biases()[id as usize];
-                    best.offer(z, id);
+                    best.offer(
+                        layer.neuron_logit(k, id as usize, Vector::Dense(sample_x)),
+                        id,
+                    );
                 }
             }
         }

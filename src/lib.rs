@@ -67,6 +67,7 @@ pub mod formats;
 pub mod kernels;
 pub mod layer;
 mod loss;
+pub mod memory;
 pub mod network;
 pub mod optimizer;
 pub mod rows;
@@ -84,6 +85,7 @@ pub use layer::{
     Picks, Precision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, Warmup,
     WarmupLength, WeightLayout, sample_rng,
 };
+pub use memory::{Memory, MemoryConfig, MemoryScratch};
 pub use network::{EvalPrecision, Network, NetworkState, StateScalars};
 pub use optimizer::{
     Adam, AdamConfig, BiasCorrection, Decay, LayerGradients, LrSchedule, UpdateCounts,

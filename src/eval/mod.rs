@@ -23,7 +23,7 @@ pub const EVAL_BLOCK: usize = 1024;
 
 /// Share of the most frequent value in `ids` over `samples` (0 for none), and that value
 /// (ties: the lowest). Sorts `ids`.
-fn mode_share(ids: &mut [u32], samples: usize) -> (u32, f64) {
+pub(crate) fn mode_share(ids: &mut [u32], samples: usize) -> (u32, f64) {
     ids.sort_unstable();
     let (mut best, mut best_count) = (u32::MAX, 0usize);
     for run in ids.chunk_by(|a, b| a == b) {

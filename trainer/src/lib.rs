@@ -6,6 +6,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod generate;
+pub mod memory;
 pub mod plot;
 pub mod predict;
 pub mod train;

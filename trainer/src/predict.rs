@@ -24,6 +24,15 @@ pub struct PredictStats {
     pub precision_at_1: f64,
 }
 
+/// A model's answers for the samples `batch` of the test file in `loaded`, and the seconds
+/// they took.
+pub(crate) struct Answers {
+    pub(crate) predictions: Vec<Vec<(u32, f32)>>,
+    pub(crate) loaded: crate::data::Loaded,
+    pub(crate) batch: Vec<usize>,
+    pub(crate) seconds: f64,
+}
+
 /// Loads the checkpoint at `path` into the network `config` describes and writes, for each
 /// of the first `samples` (default: all) samples of the config's test file, its `top_k`
 /// (1-5) highest-scoring outputs to `out` (standard output when `None`): one line per
@@ -43,14 +52,30 @@ pub fn predict_checkpoint(
             "--top-k must be between 1 and 5, not {top_k}"
         )));
     }
-    let (loaded, net) = restored(config, path, Log::Stderr)?;
+    let Answers {
+        predictions,
+        loaded,
+        batch,
+        seconds,
+    } = match config.memory {
+        Some(memory) => crate::memory::predict(config, memory, path, samples)?,
+        None => {
+            let (loaded, net) = restored(config, path, Log::Stderr)?;
+            let test = loaded.test.examples();
+            let batch: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
+            let started = Instant::now();
+            let predictions = net
+                .predict(&mut slide::Workspace::new(), test, &batch, mode)
+                .map_err(|e| Failure::Training(e.into()))?;
+            Answers {
+                predictions,
+                seconds: started.elapsed().as_secs_f64(),
+                loaded,
+                batch,
+            }
+        }
+    };
     let test = loaded.test.examples();
-    let batch: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
-    let started = Instant::now();
-    let predictions = net
-        .predict(&mut slide::Workspace::new(), test, &batch, mode)
-        .map_err(|e| Failure::Training(e.into()))?;
-    let seconds = started.elapsed().as_secs_f64();
     let hits = predictions
         .iter()
         .zip(&batch)

@@ -24,9 +24,15 @@ pub use sections::{
 pub struct Config {
     /// `[data]`: where the examples come from.
     pub data: DataConfig,
-    /// `[network]`: the layers.
+    /// `[network]`: the layers (absent in a config that builds a `[memory]`).
+    #[serde(default)]
     pub network: NetworkSection,
-    /// `[train]`: the optimizer, schedule and evaluation.
+    /// `[memory]`: the model is a layer of the training samples (see [`slide::Memory`])
+    /// instead of a trained network; `[network]` is then left out.
+    pub memory: Option<slide::MemoryConfig>,
+    /// `[train]`: the optimizer, schedule and evaluation (a memory reads only
+    /// `eval_samples`); left out, every key takes its default.
+    #[serde(default)]
     pub train: TrainConfig,
     #[serde(default)]
     /// `[log]`: where metrics go.

@@ -77,7 +77,7 @@ pub struct DataConfig {
     pub labels: Option<usize>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 /// `[network]`.
 pub struct NetworkSection {
@@ -293,6 +293,15 @@ pub struct TrainConfig {
     /// checkpoint buffers) exceeds this many MB (0: only the machine's available memory).
     #[serde(default)]
     pub memory_limit_mb: u64,
+}
+
+impl Default for TrainConfig {
+    /// One epoch of batches of 128 at Adam's usual rate (0.001), every other key at its
+    /// default: what a `[train]` section left out (a `[memory]` config) means.
+    fn default() -> Self {
+        toml::from_str("epochs = 1\nbatch_size = 128\nlr = 0.001")
+            .expect("the defaults of [train] parse")
+    }
 }
 
 impl TrainConfig {

@@ -34,7 +34,12 @@ impl Config {
         if self.checkpoint.keep_last == 0 {
             bail!("checkpoint.keep_last must be at least 1");
         }
-        if self.network.layers.is_empty() {
+        if let Some(memory) = &self.memory {
+            if !self.network.layers.is_empty() {
+                bail!("a config builds a [memory] or trains [network] layers, not both");
+            }
+            memory.validate()?;
+        } else if self.network.layers.is_empty() {
             bail!("network.layers: at least one layer is needed");
         }
         match self.data.format {

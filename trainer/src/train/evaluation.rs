@@ -128,6 +128,18 @@ pub fn evaluate_checkpoint(
     mode: Mode,
     samples: Option<usize>,
 ) -> Result<(EvalStats, f64), Failure> {
+    if let Some(memory) = config.memory {
+        use crate::memory;
+        let loaded = memory::load_data(config, &|line| println!("{line}"))?;
+        let file = memory::checkpoint_file(path);
+        let built =
+            memory::load(&file, memory, loaded.features, loaded.labels).map_err(Failure::Input)?;
+        let samples = samples.unwrap_or(0);
+        let (stats, seconds) = memory::evaluate(&built, &loaded, samples)?;
+        let line = memory::describe(&stats, seconds, loaded.multi_label);
+        println!("{}: {line}", file.display());
+        return Ok((stats, seconds));
+    }
     let (loaded, net) = restored(config, path, Log::Stdout)?;
     let test = loaded.test.examples();
     let all: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();

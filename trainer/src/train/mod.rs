@@ -55,6 +55,14 @@ pub fn run(
     resume: Option<&Path>,
     interrupt: &AtomicUsize,
 ) -> Result<(), Failure> {
+    if let Some(memory) = config.memory {
+        if resume.is_some() {
+            return Err(Failure::Input(anyhow!(
+                "--resume: a [memory] is built in one pass; there is no run to resume"
+            )));
+        }
+        return crate::memory::run(config, memory, out, quiet);
+    }
     let Prepared {
         loaded,
         mut net,

@@ -1,0 +1,437 @@
+//! A layer of stored training samples: [`Memory`] keeps one unit per training sample, whose
+//! weights are the sample's input (IDF-weighted and scaled to unit length) and whose
+//! outgoing connections are the sample's labels. A query activates the
+//! [`neighbours`](MemoryConfig::neighbours) units with the largest inner product (the
+//! cosine of the two inputs), and each active unit adds `cosine^power` to each of its
+//! labels: the labels of the nearest training samples, by vote.
+//!
+//! The layer is as wide as the training set, and it is cheap because a query computes only
+//! the units that share a feature with it: [`Memory::neighbours`] walks the feature-major
+//! copy of the weights (an inverted index), so a query costs the summed length of its
+//! features' columns, not the width. With [`MemoryLsh`] tables over the units' weights pick
+//! the candidates instead (SLIDE's selection: [`Memory::neighbours_lsh`]).
+//!
+//! Built in one pass over the training set ([`Memory::build`]), it needs no gradient
+//! steps. On `gen-data` data, whose labels each have a prototype of features, it is the
+//! most accurate model slide has: docs/label-trees.md, "A layer of training samples".
+
+mod search;
+
+pub use search::MemoryScratch;
+
+use rayon::prelude::*;
+use slide_lsh::Vector;
+
+use crate::data::Examples;
+use crate::error::{Result, SlideError};
+
+/// Settings of a [`Memory`]. In TOML (`[memory]`): `neighbours = 10`, `power = 1.0`,
+/// `idf = true`; each key left out takes the default.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default, deny_unknown_fields)
+)]
+pub struct MemoryConfig {
+    /// Units (training samples) a query activates: the most similar ones.
+    pub neighbours: usize,
+    /// Each active unit votes `cosine^power` for each of its labels: larger powers trust
+    /// the nearest samples more.
+    pub power: f32,
+    /// Weight each feature by its inverse document frequency `ln((1 + n) / (1 + df))`
+    /// (`n` training samples, `df` of them with the feature) before scaling to unit length:
+    /// rare features, which say more about the labels, count for more.
+    pub idf: bool,
+}
+
+impl Default for MemoryConfig {
+    /// 10 neighbours, power 1, IDF: the best of the settings measured on `gen-data` data
+    /// at 100,000 and 670,091 labels (docs/label-trees.md).
+    fn default() -> Self {
+        MemoryConfig {
+            neighbours: 10,
+            power: 1.0,
+            idf: true,
+        }
+    }
+}
+
+impl MemoryConfig {
+    /// Checks the settings: at least one neighbour, a finite power in `[0, 16]`.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |reason: String| SlideError::InvalidConfig {
+            what: "memory".into(),
+            reason,
+        };
+        if self.neighbours == 0 {
+            return Err(invalid("neighbours must be at least 1".into()));
+        }
+        if !(self.power.is_finite() && (0.0..=16.0).contains(&self.power)) {
+            return Err(invalid(format!(
+                "power must be between 0 and 16, not {}",
+                self.power
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Rows in compressed form: row `r`'s entries are `ids[offsets[r]..offsets[r + 1]]` with
+/// the matching `values`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Compressed {
+    pub(crate) offsets: Vec<usize>,
+    pub(crate) ids: Vec<u32>,
+    pub(crate) values: Vec<f32>,
+}
+
+impl Compressed {
+    pub(crate) fn row(&self, r: usize) -> (&[u32], &[f32]) {
+        let range = self.offsets[r]..self.offsets[r + 1];
+        (&self.ids[range.clone()], &self.values[range])
+    }
+
+    pub(crate) fn rows(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// The nonzero entries column by column (`columns` columns), row ids in ascending order.
+    fn transposed(&self, columns: usize) -> Compressed {
+        let mut offsets = vec![0usize; columns + 1];
+        for (&c, &v) in self.ids.iter().zip(&self.values) {
+            offsets[c as usize + 1] += usize::from(v != 0.0);
+        }
+        for c in 0..columns {
+            offsets[c + 1] += offsets[c];
+        }
+        let mut next = offsets.clone();
+        let mut ids = vec![0u32; offsets[columns]];
+        let mut values = vec![0f32; offsets[columns]];
+        for r in 0..self.rows() {
+            let (cols, vals) = self.row(r);
+            for (&c, &v) in cols.iter().zip(vals).filter(|(_, v)| **v != 0.0) {
+                let at = &mut next[c as usize];
+                ids[*at] = r as u32;
+                values[*at] = v;
+                *at += 1;
+            }
+        }
+        Compressed {
+            offsets,
+            ids,
+            values,
+        }
+    }
+}
+
+/// The stored training samples: see the [module documentation](self).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Memory {
+    config: MemoryConfig,
+    input_dim: usize,
+    num_labels: usize,
+    /// Per feature: the factor a value is multiplied by before the row is scaled to unit
+    /// length (the IDF, or 1).
+    feature_weights: Vec<f32>,
+    /// Unit-major weights: one row per training sample, unit length.
+    units: Compressed,
+    /// Feature-major weights: per feature, the units that have it.
+    columns: Compressed,
+    /// Per unit, its labels (the outgoing connections).
+    labels: Compressed,
+}
+
+impl Memory {
+    /// Stores every sample of `train` (inputs of `input_dim` features, labels below
+    /// `num_labels`). Fails on an invalid config, an empty set, an input of another
+    /// dimension, a non-finite value or a label out of range (naming the sample).
+    pub fn build(
+        train: &dyn Examples,
+        input_dim: usize,
+        num_labels: usize,
+        config: MemoryConfig,
+    ) -> Result<Memory> {
+        config.validate()?;
+        if train.is_empty() {
+            return Err(SlideError::InvalidConfig {
+                what: "memory".into(),
+                reason: "the training set is empty".into(),
+            });
+        }
+        let mut raw = Compressed {
+            offsets: vec![0],
+            ..Default::default()
+        };
+        let mut labels = raw.clone();
+        for s in 0..train.len() {
+            push_nonzeros(&mut raw, train.input(s), input_dim, s)?;
+            for &label in train.labels(s) {
+                if label as usize >= num_labels {
+                    return Err(SlideError::LabelOutOfRange {
+                        sample: s,
+                        label,
+                        num_labels,
+                    });
+                }
+                labels.ids.push(label);
+                labels.values.push(1.0);
+            }
+            labels.offsets.push(labels.ids.len());
+        }
+        let feature_weights = if config.idf {
+            inverse_document_frequency(&raw, input_dim)
+        } else {
+            vec![1.0; input_dim]
+        };
+        let Compressed {
+            offsets,
+            ids,
+            mut values,
+        } = raw;
+        let mut rows: Vec<&mut [f32]> = Vec::with_capacity(offsets.len() - 1);
+        let mut rest = values.as_mut_slice();
+        for w in offsets.windows(2) {
+            let (row, tail) = rest.split_at_mut(w[1] - w[0]);
+            rows.push(row);
+            rest = tail;
+        }
+        rows.into_par_iter()
+            .zip(offsets.par_windows(2))
+            .for_each(|(row, w)| weigh_and_normalise(row, &ids[w[0]..w[1]], &feature_weights));
+        let units = Compressed {
+            offsets,
+            ids,
+            values,
+        };
+        let columns = units.transposed(input_dim);
+        Ok(Memory {
+            config,
+            input_dim,
+            num_labels,
+            feature_weights,
+            units,
+            columns,
+            labels,
+        })
+    }
+
+    /// The settings it was built with.
+    pub fn config(&self) -> &MemoryConfig {
+        &self.config
+    }
+
+    /// Units: the training samples stored.
+    pub fn len(&self) -> usize {
+        self.units.rows()
+    }
+
+    /// Whether no sample is stored (never, for a built memory).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Input dimension.
+    pub fn input_dim(&self) -> usize {
+        self.input_dim
+    }
+
+    /// Number of labels (outputs).
+    pub fn num_labels(&self) -> usize {
+        self.num_labels
+    }
+
+    /// Bytes the weights, the inverted index and the labels take.
+    pub fn bytes(&self) -> usize {
+        let part = |c: &Compressed| c.offsets.len() * 8 + c.ids.len() * 4 + c.values.len() * 4;
+        part(&self.units) + part(&self.columns) + part(&self.labels) + self.input_dim * 4
+    }
+}
+
+/// The arrays of a [`Memory`], borrowed ([`Memory::arrays`]) for saving it and owned
+/// ([`Memory::from_arrays`]) for loading it: everything but the feature-major copy, which is
+/// rebuilt. Offsets are `u64` so that a file reads the same on every platform.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryArrays<O, I, V> {
+    /// Per feature, the factor a value is multiplied by before scaling to unit length.
+    pub feature_weights: V,
+    /// Row starts of the units into `unit_features` / `unit_values` (`len() + 1`).
+    pub unit_offsets: O,
+    /// Each unit's features.
+    pub unit_features: I,
+    /// Each unit's weights (unit length per unit).
+    pub unit_values: V,
+    /// Row starts of the units into `labels` (`len() + 1`).
+    pub label_offsets: O,
+    /// Each unit's labels.
+    pub labels: I,
+}
+
+/// A memory's arrays, borrowed.
+pub type MemoryArraysRef<'a> = MemoryArrays<Vec<u64>, &'a [u32], &'a [f32]>;
+/// A memory's arrays, owned.
+pub type MemoryArraysOwned = MemoryArrays<Vec<u64>, Vec<u32>, Vec<f32>>;
+
+impl Memory {
+    /// The arrays to save (the offsets widened to `u64`).
+    pub fn arrays(&self) -> MemoryArraysRef<'_> {
+        let wide = |o: &[usize]| o.iter().map(|&x| x as u64).collect();
+        MemoryArrays {
+            feature_weights: &self.feature_weights,
+            unit_offsets: wide(&self.units.offsets),
+            unit_features: &self.units.ids,
+            unit_values: &self.units.values,
+            label_offsets: wide(&self.labels.offsets),
+            labels: &self.labels.ids,
+        }
+    }
+
+    /// A memory from saved arrays, each checked (lengths, offsets, ids in range, finite
+    /// values): a damaged file gives an error naming the array, never a panic later.
+    pub fn from_arrays(
+        config: MemoryConfig,
+        input_dim: usize,
+        num_labels: usize,
+        arrays: MemoryArraysOwned,
+    ) -> Result<Memory> {
+        config.validate()?;
+        let bad = |what: &str| SlideError::InvalidConfig {
+            what: format!("memory array {what}"),
+            reason: "inconsistent with the others or out of range".into(),
+        };
+        let rows = |offsets: Vec<u64>, ids: Vec<u32>, values: Vec<f32>, bound: usize, name| {
+            let offsets: Vec<usize> = offsets.iter().map(|&o| o as usize).collect();
+            let ok = offsets.first() == Some(&0)
+                && offsets.last() == Some(&ids.len())
+                && offsets.windows(2).all(|w| w[0] <= w[1])
+                && ids.len() == values.len()
+                && ids.iter().all(|&i| (i as usize) < bound)
+                && values.iter().all(|v| v.is_finite());
+            if ok {
+                Ok(Compressed {
+                    offsets,
+                    ids,
+                    values,
+                })
+            } else {
+                Err(bad(name))
+            }
+        };
+        if arrays.feature_weights.len() != input_dim
+            || !arrays.feature_weights.iter().all(|w| w.is_finite())
+        {
+            return Err(bad("feature_weights"));
+        }
+        let units = rows(
+            arrays.unit_offsets,
+            arrays.unit_features,
+            arrays.unit_values,
+            input_dim,
+            "units",
+        )?;
+        let ones = vec![1.0; arrays.labels.len()];
+        let labels = rows(
+            arrays.label_offsets,
+            arrays.labels,
+            ones,
+            num_labels,
+            "labels",
+        )?;
+        if units.rows() != labels.rows() || units.rows() == 0 {
+            return Err(bad("label_offsets"));
+        }
+        let columns = units.transposed(input_dim);
+        Ok(Memory {
+            config,
+            input_dim,
+            num_labels,
+            feature_weights: arrays.feature_weights,
+            units,
+            columns,
+            labels,
+        })
+    }
+}
+
+/// Appends `x`'s nonzero entries as a row of `rows`, checking them.
+fn push_nonzeros(
+    rows: &mut Compressed,
+    x: Vector<'_>,
+    input_dim: usize,
+    sample: usize,
+) -> Result<()> {
+    let mut push = |i: usize, v: f32| -> Result<()> {
+        if i >= input_dim {
+            return Err(SlideError::InputDimension {
+                sample,
+                expected: input_dim,
+                actual: i + 1,
+            });
+        }
+        if !v.is_finite() {
+            return Err(SlideError::BadInput {
+                sample,
+                reason: format!("feature {i} has the value {v}"),
+            });
+        }
+        if v != 0.0 {
+            rows.ids.push(i as u32);
+            rows.values.push(v);
+        }
+        Ok(())
+    };
+    match x {
+        Vector::Dense(values) => {
+            if values.len() != input_dim {
+                return Err(SlideError::InputDimension {
+                    sample,
+                    expected: input_dim,
+                    actual: values.len(),
+                });
+            }
+            for (i, &v) in values.iter().enumerate() {
+                push(i, v)?;
+            }
+        }
+        Vector::Sparse { indices, values } => {
+            if indices.len() != values.len() {
+                return Err(SlideError::BadInput {
+                    sample,
+                    reason: "indices and values differ in length".into(),
+                });
+            }
+            for (&i, &v) in indices.iter().zip(values) {
+                push(i as usize, v)?;
+            }
+        }
+    }
+    rows.offsets.push(rows.ids.len());
+    Ok(())
+}
+
+/// `ln((1 + n) / (1 + df))` per feature, `n` rows, `df` of them with the feature.
+fn inverse_document_frequency(rows: &Compressed, input_dim: usize) -> Vec<f32> {
+    let mut df = vec![0u32; input_dim];
+    for &f in &rows.ids {
+        df[f as usize] += 1;
+    }
+    let n = rows.rows() as f64;
+    df.iter()
+        .map(|&d| ((1.0 + n) / (1.0 + d as f64)).ln() as f32)
+        .collect()
+}
+
+/// Multiplies each entry by its feature's weight, then scales the row to unit length (a
+/// row of zeros stays zero).
+fn weigh_and_normalise(values: &mut [f32], ids: &[u32], feature_weights: &[f32]) {
+    for (v, &f) in values.iter_mut().zip(ids) {
+        *v *= feature_weights[f as usize];
+    }
+    let norm = values.iter().map(|v| v * v).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        values.iter_mut().for_each(|v| *v /= norm);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,261 @@
+//! Queries of a [`Memory`]: the active units (nearest training samples) of an input, their
+//! votes, and the labels they rank highest, for one sample or a batch in parallel.
+
+use rayon::prelude::*;
+use slide_lsh::Vector;
+
+use super::Memory;
+use crate::data::Examples;
+use crate::error::{Result, SlideError};
+use crate::eval::mode_share;
+use crate::layer::rank_key;
+use crate::stats::EvalStats;
+use crate::top5::Top5;
+
+/// One thread's buffers for queries of one [`Memory`]: reused from query to query, so a
+/// query allocates nothing once they have grown.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryScratch {
+    /// The query, weighted and scaled like the units.
+    query: Vec<(u32, f32)>,
+    /// Per unit, its inner product with the query (zero where untouched).
+    unit_scores: Vec<f32>,
+    /// The units that share a feature with the query.
+    touched: Vec<u32>,
+    /// Per unit, whether it is in `touched`.
+    is_touched: Vec<bool>,
+    /// The active units, `(cosine, unit)`, best first.
+    active: Vec<(f32, u32)>,
+    /// Per label, the votes it got (zero where none).
+    votes: Vec<f32>,
+    /// The labels with a vote.
+    voted: Vec<u32>,
+    /// Per label, whether it is in `voted`.
+    is_voted: Vec<bool>,
+}
+
+impl MemoryScratch {
+    /// Empty buffers; they grow to the memory's sizes at the first query.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Memory {
+    /// The [`neighbours`](super::MemoryConfig::neighbours) units with the largest inner
+    /// product with `x`, as `(unit, cosine)` pairs, best first (ties: the lower unit).
+    /// Every unit that shares a feature with `x` is computed (the exact answer), by walking
+    /// the columns of `x`'s features. `sample` names `x` in errors.
+    pub fn neighbours(
+        &self,
+        x: Vector<'_>,
+        sample: usize,
+        scratch: &mut MemoryScratch,
+    ) -> Result<Vec<(u32, f32)>> {
+        self.activate(x, sample, scratch)?;
+        Ok(scratch.active.iter().map(|&(z, u)| (u, z)).collect())
+    }
+
+    /// The 5 labels that get the most votes from `x`'s active units (ties: the lower
+    /// label), as `(label, votes)` pairs, best first: what a deployed memory answers.
+    pub fn predict_one(
+        &self,
+        x: Vector<'_>,
+        sample: usize,
+        scratch: &mut MemoryScratch,
+    ) -> Result<Vec<(u32, f32)>> {
+        Ok(self.top5(x, sample, scratch)?.ranked().collect())
+    }
+
+    /// [`predict_one`](Self::predict_one) for each sample of `batch` in `data`, on the
+    /// rayon pool; the samples' labels are not read.
+    pub fn predict(&self, data: &dyn Examples, batch: &[usize]) -> Result<Vec<Vec<(u32, f32)>>> {
+        batch
+            .par_iter()
+            .map_init(MemoryScratch::new, |scratch, &s| {
+                self.predict_one(data.input(s), s, scratch)
+            })
+            .collect()
+    }
+
+    /// P@1, P@3 and P@5 of the memory's answers over `batch` of `data`, with the collapse
+    /// statistics of [`EvalStats`]; `active_outputs` counts the labels that got a vote.
+    pub fn evaluate(&self, data: &dyn Examples, batch: &[usize]) -> Result<EvalStats> {
+        let answers: Vec<(Top5, usize)> = batch
+            .par_iter()
+            .map_init(MemoryScratch::new, |scratch, &s| {
+                let top = self.top5(data.input(s), s, scratch)?;
+                Ok((top, scratch.voted.len()))
+            })
+            .collect::<Result<_>>()?;
+        let mut stats = EvalStats {
+            samples: batch.len(),
+            ..Default::default()
+        };
+        if batch.is_empty() {
+            return Ok(stats);
+        }
+        let mut hits = [0f64; 3];
+        let mut voted = 0usize;
+        let mut top1s = Vec::with_capacity(batch.len());
+        for ((top, labels_voted), &s) in answers.iter().zip(batch) {
+            for (h, f) in hits.iter_mut().zip(top.hits(data.labels(s))) {
+                *h += f64::from(f);
+            }
+            voted += labels_voted;
+            if top.first() != u32::MAX {
+                top1s.push(top.first());
+            }
+        }
+        let n = batch.len() as f64;
+        stats.precision_at_1 = hits[0] / n;
+        stats.precision_at_3 = hits[1] / (3.0 * n);
+        stats.precision_at_5 = hits[2] / (5.0 * n);
+        stats.active_outputs = voted as f64 / n;
+        (stats.top1_output, stats.top1_share) = mode_share(&mut top1s, batch.len());
+        let mut labels: Vec<u32> = batch
+            .iter()
+            .flat_map(|&s| data.labels(s))
+            .copied()
+            .collect();
+        stats.label_share = mode_share(&mut labels, batch.len()).1;
+        Ok(stats)
+    }
+
+    /// Scores the active units' votes and keeps the 5 best labels.
+    fn top5(&self, x: Vector<'_>, sample: usize, scratch: &mut MemoryScratch) -> Result<Top5> {
+        self.activate(x, sample, scratch)?;
+        let MemoryScratch {
+            active,
+            votes,
+            voted,
+            is_voted,
+            ..
+        } = scratch;
+        if votes.len() != self.num_labels {
+            *votes = vec![0.0; self.num_labels];
+            *is_voted = vec![false; self.num_labels];
+        }
+        for &l in voted.iter() {
+            votes[l as usize] = 0.0;
+            is_voted[l as usize] = false;
+        }
+        voted.clear();
+        let power = self.config.power;
+        for &(cosine, unit) in active.iter() {
+            let vote = if power == 1.0 {
+                cosine
+            } else {
+                cosine.max(0.0).powf(power)
+            };
+            for &label in self.labels.row(unit as usize).0 {
+                if !is_voted[label as usize] {
+                    is_voted[label as usize] = true;
+                    voted.push(label);
+                }
+                votes[label as usize] += vote;
+            }
+        }
+        let mut top = Top5::EMPTY;
+        for &label in voted.iter() {
+            top.offer(votes[label as usize], label);
+        }
+        Ok(top)
+    }
+
+    /// Fills `scratch.active` with `x`'s active units, best first.
+    fn activate(&self, x: Vector<'_>, sample: usize, scratch: &mut MemoryScratch) -> Result<()> {
+        self.weigh_query(x, sample, &mut scratch.query)?;
+        let MemoryScratch {
+            query,
+            unit_scores,
+            touched,
+            is_touched,
+            active,
+            ..
+        } = scratch;
+        if unit_scores.len() != self.len() {
+            *unit_scores = vec![0.0; self.len()];
+            *is_touched = vec![false; self.len()];
+        }
+        for &u in touched.iter() {
+            unit_scores[u as usize] = 0.0;
+            is_touched[u as usize] = false;
+        }
+        touched.clear();
+        for &(f, q) in query.iter() {
+            let (units, values) = self.columns.row(f as usize);
+            for (&u, &w) in units.iter().zip(values) {
+                if !is_touched[u as usize] {
+                    is_touched[u as usize] = true;
+                    touched.push(u);
+                }
+                unit_scores[u as usize] += q * w;
+            }
+        }
+        active.clear();
+        active.extend(touched.iter().map(|&u| (unit_scores[u as usize], u)));
+        keep_best(active, self.config.neighbours);
+        Ok(())
+    }
+
+    /// `x`'s nonzero entries weighted like the units' (by the feature weights, then to unit
+    /// length), checked against the input dimension.
+    fn weigh_query(&self, x: Vector<'_>, sample: usize, query: &mut Vec<(u32, f32)>) -> Result<()> {
+        query.clear();
+        let mut push = |i: usize, v: f32| -> Result<()> {
+            if i >= self.input_dim {
+                return Err(SlideError::InputDimension {
+                    sample,
+                    expected: self.input_dim,
+                    actual: i + 1,
+                });
+            }
+            if !v.is_finite() {
+                return Err(SlideError::BadInput {
+                    sample,
+                    reason: format!("feature {i} has the value {v}"),
+                });
+            }
+            let weighted = v * self.feature_weights[i];
+            if weighted != 0.0 {
+                query.push((i as u32, weighted));
+            }
+            Ok(())
+        };
+        match x {
+            Vector::Dense(values) => {
+                if values.len() != self.input_dim {
+                    return Err(SlideError::InputDimension {
+                        sample,
+                        expected: self.input_dim,
+                        actual: values.len(),
+                    });
+                }
+                for (i, &v) in values.iter().enumerate() {
+                    push(i, v)?;
+                }
+            }
+            Vector::Sparse { indices, values } => {
+                for (&i, &v) in indices.iter().zip(values) {
+                    push(i as usize, v)?;
+                }
+            }
+        }
+        let norm = query.iter().map(|(_, v)| v * v).sum::<f32>().sqrt();
+        if norm > 0.0 {
+            query.iter_mut().for_each(|(_, v)| *v /= norm);
+        }
+        Ok(())
+    }
+}
+
+/// Keeps the `k` best `(score, id)` pairs of `pairs`, best first (ties: the lower id).
+fn keep_best(pairs: &mut Vec<(f32, u32)>, k: usize) {
+    let key = |&(z, id): &(f32, u32)| rank_key(z, id);
+    if pairs.len() > k {
+        pairs.select_nth_unstable_by_key(k - 1, key);
+        pairs.truncate(k);
+    }
+    pairs.sort_unstable_by_key(key);
+}

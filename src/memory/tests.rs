@@ -1,0 +1,191 @@
+use super::*;
+use crate::data::SparseExamples;
+
+/// Three training samples over 6 features and 4 labels.
+fn three_samples() -> SparseExamples {
+    let mut train = SparseExamples::new();
+    train.push(&[0, 1, 2], &[1.0, 1.0, 1.0], &[0]);
+    train.push(&[2, 3], &[1.0, 2.0], &[1, 2]);
+    train.push(&[4, 5], &[3.0, 4.0], &[3]);
+    train
+}
+
+fn plain(neighbours: usize) -> MemoryConfig {
+    MemoryConfig {
+        neighbours,
+        power: 1.0,
+        idf: false,
+    }
+}
+
+/// Without IDF a unit is its sample's input over its length: the query (1, 1, 0, ...) has
+/// cosine 2 / (sqrt(2) sqrt(3)) = 0.8165 with sample 0, 1 / (sqrt(2) sqrt(5)) = 0.3162 with
+/// sample 1 (feature 2 only) and 0 with sample 2, which shares no feature and is not active.
+#[test]
+fn neighbours_are_the_samples_with_the_largest_cosine() {
+    let memory = Memory::build(&three_samples(), 6, 4, plain(3)).unwrap();
+    let query = Vector::Sparse {
+        indices: &[1, 2],
+        values: &[5.0, 5.0],
+    };
+    let found = memory
+        .neighbours(query, 0, &mut MemoryScratch::new())
+        .unwrap();
+    assert_eq!(found.len(), 2);
+    assert_eq!(found[0].0, 0);
+    assert!((found[0].1 - 2.0 / (2f32.sqrt() * 3f32.sqrt())).abs() < 1e-6);
+    assert_eq!(found[1].0, 1);
+    assert!((found[1].1 - 1.0 / (2f32.sqrt() * 5f32.sqrt())).abs() < 1e-6);
+}
+
+/// Each active unit adds cosine^power to each of its labels; with 1 neighbour only the
+/// nearest sample's label is voted for.
+#[test]
+fn labels_are_ranked_by_the_votes_of_the_active_units() {
+    let train = three_samples();
+    let query = Vector::Sparse {
+        indices: &[2, 3],
+        values: &[1.0, 1.0],
+    };
+    // Cosines: sample 1: (1 + 2) / (sqrt(2) sqrt(5)) = 0.9487; sample 0: 1 / (sqrt(2) sqrt(3)) = 0.4082.
+    let memory = Memory::build(&train, 6, 4, plain(2)).unwrap();
+    let top = memory
+        .predict_one(query, 0, &mut MemoryScratch::new())
+        .unwrap();
+    let ids: Vec<u32> = top.iter().map(|p| p.0).collect();
+    assert_eq!(ids, [1, 2, 0], "labels 1 and 2 tie and go lower id first");
+    assert!((top[0].1 - 3.0 / 10f32.sqrt()).abs() < 1e-6);
+    assert!((top[2].1 - 1.0 / 6f32.sqrt()).abs() < 1e-6);
+    let squared = MemoryConfig {
+        power: 2.0,
+        ..plain(2)
+    };
+    let memory = Memory::build(&train, 6, 4, squared).unwrap();
+    let top = memory
+        .predict_one(query, 0, &mut MemoryScratch::new())
+        .unwrap();
+    assert!((top[0].1 - 0.9).abs() < 1e-6, "0.9487^2 = 9 / 10");
+    let nearest_only = Memory::build(&train, 6, 4, plain(1)).unwrap();
+    let top = nearest_only
+        .predict_one(query, 0, &mut MemoryScratch::new())
+        .unwrap();
+    assert_eq!(top.len(), 2);
+}
+
+/// IDF: a feature in every sample weighs ln(4 / 4) = 0 and cannot make two samples alike;
+/// one in a single sample weighs ln(4 / 2) = ln 2.
+#[test]
+fn idf_ignores_a_feature_every_sample_has() {
+    let mut train = SparseExamples::new();
+    train.push(&[0, 1], &[1.0, 1.0], &[0]);
+    train.push(&[0, 2], &[1.0, 1.0], &[1]);
+    train.push(&[0, 3], &[1.0, 1.0], &[2]);
+    let memory = Memory::build(&train, 4, 3, MemoryConfig::default()).unwrap();
+    let mut scratch = MemoryScratch::new();
+    let only_common = Vector::Sparse {
+        indices: &[0],
+        values: &[1.0],
+    };
+    assert!(
+        memory
+            .neighbours(only_common, 0, &mut scratch)
+            .unwrap()
+            .is_empty()
+    );
+    let common_and_rare = Vector::Sparse {
+        indices: &[0, 2],
+        values: &[1.0, 1.0],
+    };
+    let found = memory.neighbours(common_and_rare, 0, &mut scratch).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].0, 1);
+    assert!(
+        (found[0].1 - 1.0).abs() < 1e-6,
+        "only the rare feature counts"
+    );
+}
+
+/// A batch's answers and P@k match the one-sample answers; the scratch is reused across
+/// queries without leaking one query's scores into the next.
+#[test]
+fn evaluation_counts_hits_like_the_single_answers() {
+    let train = three_samples();
+    let memory = Memory::build(&train, 6, 4, plain(1)).unwrap();
+    let stats = memory.evaluate(&train, &[0, 1, 2]).unwrap();
+    assert_eq!(stats.samples, 3);
+    assert!(
+        (stats.precision_at_1 - 1.0).abs() < 1e-12,
+        "each sample finds itself"
+    );
+    // Samples 0 and 2 have 1 label among their 5 answers, sample 1 has 2: (1 + 2 + 1) / 15.
+    assert!((stats.precision_at_5 - 4.0 / 15.0).abs() < 1e-12);
+    let batch = memory.predict(&train, &[2, 0, 1]).unwrap();
+    let mut scratch = MemoryScratch::new();
+    for (answer, s) in batch.iter().zip([2, 0, 1]) {
+        assert_eq!(
+            *answer,
+            memory.predict_one(train.input(s), s, &mut scratch).unwrap()
+        );
+    }
+}
+
+#[test]
+fn bad_input_and_settings_are_named() {
+    let train = three_samples();
+    let err = Memory::build(&train, 5, 4, plain(1))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("sample 2") && err.contains("expects 5"),
+        "{err}"
+    );
+    let err = Memory::build(&train, 6, 3, plain(1))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("label 3"), "{err}");
+    let err = Memory::build(&train, 6, 4, plain(0))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("neighbours"), "{err}");
+    let nan = MemoryConfig {
+        power: f32::NAN,
+        ..plain(1)
+    };
+    assert!(Memory::build(&train, 6, 4, nan).is_err());
+    let memory = Memory::build(&train, 6, 4, plain(1)).unwrap();
+    let wide = Vector::Sparse {
+        indices: &[9],
+        values: &[1.0],
+    };
+    let err = memory
+        .predict_one(wide, 7, &mut MemoryScratch::new())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("sample 7"), "{err}");
+    let empty = SparseExamples::new();
+    assert!(Memory::build(&empty, 6, 4, plain(1)).is_err());
+}
+
+/// Saved arrays load into the same memory; a damaged array is an error, not a panic.
+#[test]
+fn arrays_round_trip_and_damage_is_refused() {
+    let memory = Memory::build(&three_samples(), 6, 4, MemoryConfig::default()).unwrap();
+    let a = memory.arrays();
+    let owned = MemoryArrays {
+        feature_weights: a.feature_weights.to_vec(),
+        unit_offsets: a.unit_offsets.clone(),
+        unit_features: a.unit_features.to_vec(),
+        unit_values: a.unit_values.to_vec(),
+        label_offsets: a.label_offsets.clone(),
+        labels: a.labels.to_vec(),
+    };
+    let loaded = Memory::from_arrays(MemoryConfig::default(), 6, 4, owned.clone()).unwrap();
+    assert_eq!(loaded, memory);
+    let mut wrong_label = owned.clone();
+    wrong_label.labels[0] = 4;
+    let err = Memory::from_arrays(MemoryConfig::default(), 6, 4, wrong_label).unwrap_err();
+    assert!(err.to_string().contains("labels"), "{err}");
+    let mut short = owned;
+    short.unit_offsets.pop();
+    assert!(Memory::from_arrays(MemoryConfig::default(), 6, 4, short).is_err());
+}

@@ -74,6 +74,13 @@ def precision_at(ranked, labels):
     return hits[0] / n, hits[1] / (3 * n), hits[2] / (5 * n)
 
 
+def is_memory_config(name):
+    """Whether slide's config (a path, or a name in configs/) builds a `[memory]`."""
+    path = name if os.path.exists(name) else os.path.join('configs', name)
+    with open(path) as f:
+        return any(line.strip() == '[memory]' for line in f)
+
+
 def omikuji_child(train, test, threads, out):
     """Runs in its own process: trains Omikuji with Parabel's defaults, predicts the top 5
     of every test sample and writes the figures as JSON to `out`."""
@@ -152,9 +159,12 @@ def main():
 
     # slide: every epoch ends with an exact evaluation of the whole test file.
     sets = [f'data.train="{train}"', f'data.test="{test}"', f'data.labels={a.labels}',
-            f'data.features={a.features}', f'network.layers.1.size={a.labels}',
-            'train.eval_every=0', 'train.eval_samples=0',
+            f'data.features={a.features}', 'train.eval_every=0', 'train.eval_samples=0',
             'checkpoint.every=0', 'checkpoint.at_end=false'] + a.set
+    # A [memory] config has no layers to size (and is built, not trained, so its seconds
+    # include reading the files, as Omikuji's do).
+    if not is_memory_config(a.config):
+        sets.append(f'network.layers.1.size={a.labels}')
     if a.epochs is not None:
         sets.append(f'train.epochs={a.epochs}')
     out = os.path.join(work, 'slide')

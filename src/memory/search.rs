@@ -70,24 +70,32 @@ impl Memory {
     /// [`predict_one`](Self::predict_one) for each sample of `batch` in `data`, on the
     /// rayon pool; the samples' labels are not read.
     pub fn predict(&self, data: &dyn Examples, batch: &[usize]) -> Result<Vec<Vec<(u32, f32)>>> {
-        batch
-            .par_iter()
-            .map_init(MemoryScratch::new, |scratch, &s| {
-                self.predict_one(data.input(s), s, scratch)
-            })
-            .collect()
+        let answers: Vec<Vec<Vec<(u32, f32)>>> = in_chunks(batch, |chunk| {
+            let mut scratch = MemoryScratch::new();
+            chunk
+                .iter()
+                .map(|&s| self.predict_one(data.input(s), s, &mut scratch))
+                .collect()
+        })?;
+        Ok(answers.into_iter().flatten().collect())
     }
 
     /// P@1, P@3 and P@5 of the memory's answers over `batch` of `data`, with the collapse
     /// statistics of [`EvalStats`]; `active_outputs` counts the labels that got a vote.
     pub fn evaluate(&self, data: &dyn Examples, batch: &[usize]) -> Result<EvalStats> {
-        let answers: Vec<(Top5, usize)> = batch
-            .par_iter()
-            .map_init(MemoryScratch::new, |scratch, &s| {
-                let top = self.top5(data.input(s), s, scratch)?;
-                Ok((top, scratch.voted.len()))
-            })
-            .collect::<Result<_>>()?;
+        let answers: Vec<(Top5, usize)> = in_chunks(batch, |chunk| {
+            let mut scratch = MemoryScratch::new();
+            chunk
+                .iter()
+                .map(|&s| {
+                    let top = self.top5(data.input(s), s, &mut scratch)?;
+                    Ok((top, scratch.voted.len()))
+                })
+                .collect()
+        })?
+        .into_iter()
+        .flatten()
+        .collect();
         let mut stats = EvalStats {
             samples: batch.len(),
             ..Default::default()
@@ -248,6 +256,17 @@ impl Memory {
         }
         Ok(())
     }
+}
+
+/// `work` over `batch` in chunks on the rayon pool, the results in `batch`'s order. A chunk
+/// holds 256 samples, so the scratch each chunk allocates (a score per unit and per label,
+/// megabytes at the Amazon-670K shape) is paid once per 256 queries, not once per query or
+/// per rayon split.
+fn in_chunks<T: Send>(
+    batch: &[usize],
+    work: impl Fn(&[usize]) -> Result<Vec<T>> + Sync + Send,
+) -> Result<Vec<Vec<T>>> {
+    batch.par_chunks(256).map(&work).collect()
 }
 
 /// Keeps the `k` best `(score, id)` pairs of `pairs`, best first (ties: the lower id).

@@ -7,13 +7,12 @@
 //! settings and the shape, written to a temporary name, synced and renamed, so a file under
 //! the final name is always whole.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
-use safetensors::tensor::{Dtype, TensorView};
+use safetensors::tensor::Dtype;
 use slide::memory::MemoryArrays;
 use slide::{EvalStats, Memory, MemoryConfig};
 
@@ -146,48 +145,67 @@ pub fn describe(stats: &EvalStats, seconds: f64, multi_label: bool) -> String {
 }
 
 /// Writes `memory` to `path` atomically (a temporary name in the same folder, synced, then
-/// renamed over `path`).
+/// renamed over `path`), streaming each array to the file: no copy of the memory is held.
 pub fn save(memory: &Memory, path: &Path) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
     let a = memory.arrays();
-    let bytes = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-    let floats = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-    let wide = |v: &[u64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-    let data: Vec<(&str, Dtype, Vec<u8>)> = vec![
-        ("feature_weights", Dtype::F32, floats(a.feature_weights)),
-        ("unit_offsets", Dtype::U64, wide(&a.unit_offsets)),
-        ("unit_features", Dtype::U32, bytes(a.unit_features)),
-        ("unit_values", Dtype::F32, floats(a.unit_values)),
-        ("label_offsets", Dtype::U64, wide(&a.label_offsets)),
-        ("labels", Dtype::U32, bytes(a.labels)),
+    // (name, dtype, elements, element bytes): the file's arrays, in order.
+    let arrays: [(&str, &str, usize, usize); 6] = [
+        ("feature_weights", "F32", a.feature_weights.len(), 4),
+        ("unit_offsets", "U64", a.unit_offsets.len(), 8),
+        ("unit_features", "U32", a.unit_features.len(), 4),
+        ("unit_values", "F32", a.unit_values.len(), 4),
+        ("label_offsets", "U64", a.label_offsets.len(), 8),
+        ("labels", "U32", a.labels.len(), 4),
     ];
-    let views = data
-        .iter()
-        .map(|(name, dtype, raw)| {
-            let len = raw.len() * 8 / dtype.bitsize();
-            TensorView::new(*dtype, vec![len], raw).map(|v| (name.to_string(), v))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
     let c = memory.config();
-    let metadata: HashMap<String, String> = [
-        ("format", FORMAT.to_string()),
-        ("version", VERSION.to_string()),
-        ("neighbours", c.neighbours.to_string()),
-        ("power", c.power.to_string()),
-        ("idf", c.idf.to_string()),
-        ("input_dim", memory.input_dim().to_string()),
-        ("num_labels", memory.num_labels().to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let serialized = safetensors::serialize(views, Some(metadata))?;
+    let mut header = serde_json::Map::new();
+    header.insert(
+        "__metadata__".into(),
+        serde_json::json!({
+            "format": FORMAT, "version": VERSION, "neighbours": c.neighbours.to_string(),
+            "power": c.power.to_string(), "idf": c.idf.to_string(),
+            "input_dim": memory.input_dim().to_string(),
+            "num_labels": memory.num_labels().to_string(),
+        }),
+    );
+    let mut offset = 0usize;
+    for (name, dtype, len, size) in arrays {
+        header.insert(
+            name.into(),
+            serde_json::json!({"dtype": dtype, "shape": [len], "data_offsets": [offset, offset + len * size]}),
+        );
+        offset += len * size;
+    }
+    let mut header = serde_json::to_vec(&header)?;
+    // safetensors pads the header with spaces to a multiple of 8 bytes.
+    header.resize(header.len().div_ceil(8) * 8, b' ');
     let temporary = temporary_name(path);
     let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(&serialized)?;
-        file.sync_all()?;
+        let file = std::fs::File::create(&temporary)?;
+        let mut out = std::io::BufWriter::with_capacity(4 << 20, file);
+        out.write_all(&(header.len() as u64).to_le_bytes())?;
+        out.write_all(&header)?;
+        for &w in a.feature_weights {
+            out.write_all(&w.to_le_bytes())?;
+        }
+        for &o in &a.unit_offsets {
+            out.write_all(&o.to_le_bytes())?;
+        }
+        for &f in a.unit_features {
+            out.write_all(&f.to_le_bytes())?;
+        }
+        for &v in a.unit_values {
+            out.write_all(&v.to_le_bytes())?;
+        }
+        for &o in &a.label_offsets {
+            out.write_all(&o.to_le_bytes())?;
+        }
+        for &l in a.labels {
+            out.write_all(&l.to_le_bytes())?;
+        }
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         std::fs::rename(&temporary, path)
     };
     write().with_context(|| format!("{}: cannot write the memory", path.display()))

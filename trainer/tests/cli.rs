@@ -1162,7 +1162,11 @@ fn a_memory_is_built_saved_and_predicts_like_the_run() {
     std::fs::write(&both, format!("{text_of}\n[memory]\n")).unwrap();
     let refused = slide_train(&["--config", both.to_str().unwrap()]);
     assert_eq!(refused.status.code(), Some(2));
-    assert!(text(&refused.stderr).contains("not both"), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("not both"),
+        "{}",
+        text(&refused.stderr)
+    );
     let resume = slide_train(&[
         "--config",
         config.to_str().unwrap(),

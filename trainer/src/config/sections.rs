@@ -221,11 +221,14 @@ impl EvalMode {
 #[serde(deny_unknown_fields)]
 /// `[train]`.
 pub struct TrainConfig {
-    /// Passes over the training set.
+    /// Passes over the training set (default 1).
+    #[serde(default = "default_epochs")]
     pub epochs: usize,
-    /// Samples per step.
+    /// Samples per step (default 128).
+    #[serde(default = "default_batch_size")]
     pub batch_size: usize,
-    /// Adam's learning rate (the schedule's peak).
+    /// Adam's learning rate, the schedule's peak (default 0.001, PyTorch's).
+    #[serde(default = "default_lr")]
     pub lr: f32,
     #[serde(default = "default_beta1")]
     /// Adam's first-moment decay.
@@ -296,11 +299,9 @@ pub struct TrainConfig {
 }
 
 impl Default for TrainConfig {
-    /// One epoch of batches of 128 at Adam's usual rate (0.001), every other key at its
-    /// default: what a `[train]` section left out (a `[memory]` config) means.
+    /// Every key at its default: what a `[train]` section left out means.
     fn default() -> Self {
-        toml::from_str("epochs = 1\nbatch_size = 128\nlr = 0.001")
-            .expect("the defaults of [train] parse")
+        toml::from_str("").expect("every key of [train] has a default")
     }
 }
 
@@ -327,6 +328,15 @@ fn default_shared_refresh() -> u64 {
     slide::layer::DEFAULT_SHARED_REFRESH
 }
 
+fn default_epochs() -> usize {
+    1
+}
+fn default_batch_size() -> usize {
+    128
+}
+fn default_lr() -> f32 {
+    0.001
+}
 fn default_lr_gamma() -> f32 {
     1.0
 }

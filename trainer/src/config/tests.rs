@@ -14,6 +14,13 @@ fn shipped_configs_are_valid() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
             let config = load(&path, &[]).unwrap_or_else(|e| panic!("{e:#}"));
+            checked += 1;
+            if let Some(memory) = config.memory {
+                // A layer of the training samples: no network layers.
+                assert!(config.network.layers.is_empty());
+                memory.validate().unwrap();
+                continue;
+            }
             assert!(!config.network.layers.is_empty());
             // The resolved core config goes through serde (the core's `serde` feature)
             // and back unchanged.
@@ -21,7 +28,6 @@ fn shipped_configs_are_valid() {
             let text = serde_json::to_string(&network).unwrap();
             let back: NetworkConfig = serde_json::from_str(&text).unwrap();
             assert_eq!(back, network, "{}", path.display());
-            checked += 1;
         }
     }
     assert!(checked >= 6, "only {checked} configs");
@@ -253,7 +259,8 @@ fn shipped_configs_describe_their_networks_as_recorded() {
     let mut cases: Vec<(String, Vec<String>)> = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "toml") {
+        let is_network = load(&path, &[]).is_ok_and(|c| c.memory.is_none());
+        if path.extension().is_some_and(|e| e == "toml") && is_network {
             cases.push((path.file_name().unwrap().to_string_lossy().into(), vec![]));
         }
     }
@@ -281,4 +288,28 @@ fn shipped_configs_describe_their_networks_as_recorded() {
     }
     let seen: Vec<(&str, u64, u64)> = seen.iter().map(|(n, h, d)| (n.as_str(), *h, *d)).collect();
     assert_eq!(seen, recorded);
+}
+
+/// `[memory]` takes the core's type with its defaults, leaves `[train]` to its defaults,
+/// refuses unknown keys by name and a config with layers too.
+#[test]
+fn a_memory_config_reads_the_core_type_and_refuses_layers_beside_it() {
+    let data = "[data]\nformat = \"xmc\"\ntrain = \"a\"\ntest = \"b\"\n";
+    let path = Path::new("memory.toml");
+    let config = parse(&format!("{data}[memory]\nneighbours = 4\n"), path, &[]).unwrap();
+    let memory = config.memory.unwrap();
+    assert_eq!(memory.neighbours, 4);
+    assert_eq!(
+        (memory.power, memory.idf),
+        (1.0, true),
+        "the core's defaults"
+    );
+    assert_eq!((config.train.epochs, config.train.batch_size), (1, 128));
+    let unknown = parse(&format!("{data}[memory]\nneighbors = 4\n"), path, &[]).unwrap_err();
+    assert!(format!("{unknown:#}").contains("neighbors"), "{unknown:#}");
+    let zero = parse(&format!("{data}[memory]\nneighbours = 0\n"), path, &[]).unwrap_err();
+    assert!(format!("{zero:#}").contains("neighbours"), "{zero:#}");
+    let both = format!("{data}[memory]\n[[network.layers]]\nsize = 4\nactivation = \"softmax\"\n");
+    let both = parse(&both, path, &[]).unwrap_err();
+    assert!(format!("{both:#}").contains("not both"), "{both:#}");
 }

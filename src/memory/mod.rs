@@ -126,6 +126,23 @@ impl Compressed {
 }
 
 /// The stored training samples: see the [module documentation](self).
+///
+/// ```
+/// use slide::lsh::Vector;
+/// use slide::{Memory, MemoryConfig, MemoryScratch, SparseExamples};
+///
+/// // Two labels, each with its own features; the third sample has both.
+/// let mut train = SparseExamples::new();
+/// train.push(&[0, 1, 2], &[1.0, 1.0, 1.0], &[0]);
+/// train.push(&[3, 4, 5], &[1.0, 1.0, 1.0], &[1]);
+/// train.push(&[1, 4], &[1.0, 1.0], &[0, 1]);
+/// let memory = Memory::build(&train, 6, 2, MemoryConfig::default()).unwrap();
+/// // A query with features of label 1 only: sample 1 is its nearest, sample 2 next.
+/// let query = Vector::sparse(&[3, 5], &[1.0, 1.0]).unwrap();
+/// let answer = memory.predict_one(query, 0, &mut MemoryScratch::new()).unwrap();
+/// assert_eq!(answer[0].0, 1);
+/// assert_eq!(answer.len(), 1, "sample 2 shares no feature with the query");
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Memory {
     config: MemoryConfig,

@@ -1132,6 +1132,7 @@ fn a_memory_is_built_saved_and_predicts_like_the_run() {
     ]);
     let stdout = succeeded(&run);
     let p1 = final_metric(&stdout, "P@1");
+    eprintln!("memory: P@1 {p1}");
     assert!(p1 > 0.95, "{stdout}");
     let saved = run_dir.join("checkpoints/memory.safetensors");
     assert!(saved.exists(), "{stdout}");

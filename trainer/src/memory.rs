@@ -25,6 +25,9 @@ use crate::train::{Failure, peak_resident_mib};
 const FORMAT: &str = "slide-memory";
 /// The version of the saved layout; a file of another version is refused, naming both.
 const VERSION: &str = "1";
+/// What `eval` and `predict` say when asked for a mode other than exact.
+pub const ONE_MODE: &str =
+    "note: a [memory] has one mode: every unit that shares a feature with the query is computed";
 /// The file a run saves, in the config's checkpoint folder.
 pub const FILE_NAME: &str = "memory.safetensors";
 

@@ -58,7 +58,12 @@ pub fn predict_checkpoint(
         batch,
         seconds,
     } = match config.memory {
-        Some(memory) => crate::memory::predict(config, memory, path, samples)?,
+        Some(memory) => {
+            if mode != Mode::EvalExact {
+                eprintln!("{}", crate::memory::ONE_MODE);
+            }
+            crate::memory::predict(config, memory, path, samples)?
+        }
         None => {
             let (loaded, net) = restored(config, path, Log::Stderr)?;
             let test = loaded.test.examples();

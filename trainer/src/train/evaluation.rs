@@ -130,6 +130,9 @@ pub fn evaluate_checkpoint(
 ) -> Result<(EvalStats, f64), Failure> {
     if let Some(memory) = config.memory {
         use crate::memory;
+        if mode != Mode::EvalExact {
+            eprintln!("{}", memory::ONE_MODE);
+        }
         let loaded = memory::load_data(config, &|line| println!("{line}"))?;
         let file = memory::checkpoint_file(path);
         let built =

@@ -8,7 +8,8 @@ use crate::error::Result;
 
 pub use super::block::Precision;
 pub(crate) use super::block::{BlockLayout, M, V, WEIGHTS};
-pub use super::lsh_config::{DEFAULT_SHARED_REFRESH, LshConfig, Picks, Warmup, WarmupLength};
+pub use super::lsh_config::{DEFAULT_SHARED_REFRESH, LshConfig, Picks};
+pub use super::warmup::{Warmup, WarmupLength};
 
 /// A layer's non-linearity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -57,6 +57,7 @@ pub mod passes;
 mod ranking;
 pub mod state;
 pub mod trace;
+mod warmup;
 
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;

@@ -8,6 +8,8 @@ use crate::error::Result;
 
 pub use super::block::Precision;
 pub(crate) use super::block::{BlockLayout, M, V, WEIGHTS};
+#[cfg(feature = "serde")]
+use super::lsh_config::LshSpec;
 pub use super::lsh_config::{DEFAULT_SHARED_REFRESH, LshConfig, Picks};
 pub use super::warmup::{Warmup, WarmupLength};
 
@@ -111,8 +113,18 @@ impl Init {
 }
 
 /// One layer of a network.
+///
+/// With the `serde` feature it reads and writes the form of a config file's
+/// `[[network.layers]]`: `size` (the `out_dim`), `activation`, and optionally `layout`,
+/// `init`, `moments`, `weights` and an `lsh` table ([`LshConfig`]'s form, whose `k`, `l`,
+/// `range_pow` and `bucket_capacity` are tuned from its budget and `size` when left out,
+/// once, as the layer is read). Unknown keys are errors naming the key.
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(try_from = "LayerSpec", into = "LayerSpec")
+)]
 pub struct LayerConfig {
     /// Number of neurons.
     pub out_dim: usize,
@@ -125,11 +137,9 @@ pub struct LayerConfig {
     /// `None`: every neuron is active. `Some`: LSH picks the active neurons per sample.
     pub lsh: Option<LshConfig>,
     /// How the Adam moments of the weights are stored (the biases' are always f32).
-    #[cfg_attr(feature = "serde", serde(default))]
     pub moments: Precision,
     /// How the weights are stored (the biases are always f32); BF16 weights need BF16
     /// moments.
-    #[cfg_attr(feature = "serde", serde(default))]
     pub weights: Precision,
 }
 
@@ -183,6 +193,75 @@ impl LayerConfig {
         match &self.lsh {
             Some(lsh) => lsh.validate(self.out_dim),
             None => Ok(()),
+        }
+    }
+}
+
+/// [`LayerConfig`] as a config file writes it (see [`LayerConfig`]).
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct LayerSpec {
+    size: usize,
+    activation: Activation,
+    #[serde(default)]
+    layout: WeightLayout,
+    #[serde(default)]
+    init: Init,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lsh: Option<LshSpec>,
+    #[serde(default)]
+    moments: Precision,
+    #[serde(default)]
+    weights: Precision,
+}
+
+#[cfg(feature = "serde")]
+impl TryFrom<LayerSpec> for LayerConfig {
+    type Error = crate::SlideError;
+    /// The LSH settings resolved for the layer's width (see `LshSpec::resolve`).
+    fn try_from(spec: LayerSpec) -> Result<Self> {
+        let LayerSpec {
+            size,
+            activation,
+            layout,
+            init,
+            lsh,
+            moments,
+            weights,
+        } = spec;
+        Ok(LayerConfig {
+            out_dim: size,
+            activation,
+            layout,
+            init,
+            lsh: lsh.map(|lsh| lsh.resolve(Some(size))).transpose()?,
+            moments,
+            weights,
+        })
+    }
+}
+
+#[cfg(feature = "serde")]
+impl From<LayerConfig> for LayerSpec {
+    fn from(config: LayerConfig) -> Self {
+        let LayerConfig {
+            out_dim,
+            activation,
+            layout,
+            init,
+            lsh,
+            moments,
+            weights,
+        } = config;
+        LayerSpec {
+            size: out_dim,
+            activation,
+            layout,
+            init,
+            lsh: lsh.map(LshSpec::from),
+            moments,
+            weights,
         }
     }
 }

@@ -8,8 +8,19 @@ use super::warmup::{Warmup, WarmupLength};
 use crate::error::Result;
 
 /// LSH sampling settings of a layer.
+///
+/// With the `serde` feature it reads and writes the form of a config file's
+/// `[network.layers.lsh]` (its serde form, `LshSpec`, is below): flat keys, the strategy
+/// by name (`strategy = "vanilla"`, `"top-k"` or `"threshold"`) with `budget` and `min_hits`
+/// beside it, and `k`, `l`, `range_pow` and `bucket_capacity` that may be left out to be
+/// tuned from the budget and the layer's width, which a [`LayerConfig`](crate::LayerConfig)
+/// knows (read alone, an `LshConfig` needs them given).
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(try_from = "LshSpec", into = "LshSpec")
+)]
 pub struct LshConfig {
     /// Hash family.
     pub family: FamilyKind,
@@ -56,7 +67,6 @@ pub struct LshConfig {
     /// per-sample picks are harder) each shared negative counts for `e^(x s)` outputs like it
     /// at a fraction `x` of a shift `s`: docs/accuracy.md, "The shared negatives' share of
     /// the log-Q shift".
-    #[cfg_attr(feature = "serde", serde(default))]
     pub shared_shift: f32,
     /// Per-sample shared negatives: when larger than
     /// [`shared_negatives`](Self::shared_negatives), the layer keeps this many outputs
@@ -71,7 +81,6 @@ pub struct LshConfig {
     /// `shared_shift` 0.5) raised exact P@1 after 3 epochs by 2.35 / 3.15 points (seeds 1 /
     /// 2) and LSH-mode P@1 from about 0.19 to 0.43: docs/accuracy.md, "Per-sample shared
     /// negatives from a pool".
-    #[cfg_attr(feature = "serde", serde(default))]
     pub shared_pool: usize,
     /// Training steps between two scorings of every neuron for the batch's mean input,
     /// which choose the shared negatives (or their pool) anew; in between they are
@@ -80,7 +89,6 @@ pub struct LshConfig {
     /// 1,024-wide input and 387 active outputs per sample, so wide layers with small active sets
     /// refresh less often: 32 steps there train 13% faster than 8 at the same P@1
     /// (docs/label-trees.md, "A wide hidden layer"). Default 8.
-    #[cfg_attr(feature = "serde", serde(default = "default_shared_refresh"))]
     pub shared_refresh: u64,
     /// Hash each input minus the mean input of a recent training batch (refreshed with the
     /// shared negatives) instead of the input itself. Rank-based families (WTA, DWTA) then
@@ -89,10 +97,8 @@ pub struct LshConfig {
     pub center_queries: bool,
     /// Where the picks come from: the tables, or (ablations) uniformly random ids or every
     /// neuron scored.
-    #[cfg_attr(feature = "serde", serde(default))]
     pub picks: Picks,
     /// A warm-up of uniformly random ids (see [`Warmup`]); `None`: no warm-up.
-    #[cfg_attr(feature = "serde", serde(default))]
     pub warmup: Option<Warmup>,
 }
 
@@ -125,10 +131,8 @@ pub enum Picks {
 /// [`LshConfig::shared_refresh`]'s default.
 pub const DEFAULT_SHARED_REFRESH: u64 = 8;
 
-#[cfg(feature = "serde")]
-fn default_shared_refresh() -> u64 {
-    DEFAULT_SHARED_REFRESH
-}
+/// [`LshConfig::bucket_capacity`]'s default when `K`, `L` and `range_pow` are given.
+const DEFAULT_BUCKET_CAPACITY: usize = 128;
 
 impl Default for LshConfig {
     /// DWTA with bins of 8, `K` 4, `L` 16, `range_pow` 12 (4,096 buckets), 128 ids per
@@ -149,7 +153,7 @@ impl Default for LshConfig {
                 l: 16,
                 range_pow: 12,
             },
-            bucket_capacity: 128,
+            bucket_capacity: DEFAULT_BUCKET_CAPACITY,
             policy: BucketPolicy::Fifo,
             sampling: Sampling::vanilla(),
             log_q: false,
@@ -271,5 +275,211 @@ impl LshConfig {
         self.tables(out_dim, 0).validate()?;
         self.effective_sampling().validate(self.params.l)?;
         Ok(())
+    }
+}
+
+/// [`LshConfig`] as a config file writes it (`[network.layers.lsh]`; see [`LshConfig`]),
+/// every key known (an unknown one is an error naming it). [`resolve`](Self::resolve) makes
+/// the config from it, once: a new setting is a field here and a line there.
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LshSpec {
+    family: FamilyKind,
+    /// `K`, `L`, `range_pow`: all three, or none (tuned from `budget` and the width).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    k: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    l: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    range_pow: Option<u32>,
+    /// [`DEFAULT_BUCKET_CAPACITY`] when left out, or tuned with `K`, `L`, `range_pow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bucket_capacity: Option<usize>,
+    #[serde(default)]
+    policy: BucketPolicy,
+    strategy: StrategyName,
+    /// [`Sampling::budget`], and top-k's `k`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    budget: Option<usize>,
+    /// The threshold strategy's `min_hits`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    min_hits: Option<u16>,
+    #[serde(default)]
+    min_active: usize,
+    #[serde(default)]
+    random_extra: usize,
+    #[serde(default)]
+    log_q: bool,
+    #[serde(default)]
+    shared_negatives: usize,
+    #[serde(default)]
+    shared_shift: f32,
+    #[serde(default)]
+    shared_pool: usize,
+    #[serde(default = "default_shared_refresh")]
+    shared_refresh: u64,
+    #[serde(default)]
+    center_queries: bool,
+    #[serde(default)]
+    picks: Picks,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    warmup: Option<Warmup>,
+}
+
+/// The name of a [`Strategy`] in a config file; its setting is `budget` or `min_hits`.
+#[cfg(feature = "serde")]
+#[derive(Clone, Copy, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum StrategyName {
+    Vanilla,
+    TopK,
+    Threshold,
+}
+
+#[cfg(feature = "serde")]
+fn default_shared_refresh() -> u64 {
+    DEFAULT_SHARED_REFRESH
+}
+
+#[cfg(feature = "serde")]
+impl LshSpec {
+    /// The config of a layer of `width` neurons (`None`: not known, so `k`, `l` and
+    /// `range_pow` must be given): the one place they are tuned from the budget
+    /// ([`slide_lsh::tune_for_budget`]).
+    pub(crate) fn resolve(self, width: Option<usize>) -> Result<LshConfig> {
+        let fail = |reason: &str| Err(crate::error::config_error("lsh", reason.to_string()));
+        let LshSpec {
+            family,
+            k,
+            l,
+            range_pow,
+            bucket_capacity,
+            policy,
+            strategy,
+            budget,
+            min_hits,
+            min_active,
+            random_extra,
+            log_q,
+            shared_negatives,
+            shared_shift,
+            shared_pool,
+            shared_refresh,
+            center_queries,
+            picks,
+            warmup,
+        } = self;
+        let (params, bucket_capacity) = match (k, l, range_pow, budget, width) {
+            (Some(k), Some(l), Some(range_pow), _, _) => (
+                LshParams { k, l, range_pow },
+                bucket_capacity.unwrap_or(DEFAULT_BUCKET_CAPACITY),
+            ),
+            (None, None, None, Some(budget), Some(width)) => {
+                let tuned = slide_lsh::tune_for_budget(width, budget, family.bits_per_code()?)?;
+                let capacity = bucket_capacity.unwrap_or(tuned.bucket_capacity);
+                (tuned.params, capacity)
+            }
+            (None, None, None, None, _) => {
+                return fail("k, l and range_pow are tuned from budget, which is missing");
+            }
+            (None, None, None, Some(_), None) => {
+                return fail(
+                    "k, l and range_pow are tuned from budget and the layer's width: read \
+                     the layer's config, or give them",
+                );
+            }
+            _ => {
+                return fail("give all of k, l and range_pow, or none of them (tuned from budget)");
+            }
+        };
+        let strategy = match (strategy, budget, min_hits) {
+            (StrategyName::Vanilla, _, _) => Strategy::Vanilla,
+            (StrategyName::TopK, Some(k), _) => Strategy::TopK { k },
+            (StrategyName::Threshold, _, Some(min_hits)) => Strategy::Threshold { min_hits },
+            (StrategyName::TopK, None, _) => return fail("strategy top-k needs budget (k)"),
+            (StrategyName::Threshold, _, None) => {
+                return fail("strategy threshold needs min_hits");
+            }
+        };
+        Ok(LshConfig {
+            family,
+            params,
+            bucket_capacity,
+            policy,
+            sampling: Sampling {
+                strategy,
+                budget,
+                min_active,
+                random_extra,
+            },
+            log_q,
+            shared_negatives,
+            shared_shift,
+            shared_pool,
+            shared_refresh,
+            center_queries,
+            picks,
+            warmup,
+        })
+    }
+}
+
+#[cfg(feature = "serde")]
+impl TryFrom<LshSpec> for LshConfig {
+    type Error = crate::SlideError;
+    fn try_from(spec: LshSpec) -> Result<Self> {
+        spec.resolve(None)
+    }
+}
+
+/// Every size given. Top-k's `k` is written as the budget: a `Sampling::budget` beside it,
+/// which top-k ignores, is not kept.
+#[cfg(feature = "serde")]
+impl From<LshConfig> for LshSpec {
+    fn from(config: LshConfig) -> Self {
+        let LshConfig {
+            family,
+            params,
+            bucket_capacity,
+            policy,
+            sampling,
+            log_q,
+            shared_negatives,
+            shared_shift,
+            shared_pool,
+            shared_refresh,
+            center_queries,
+            picks,
+            warmup,
+        } = config;
+        let (strategy, budget, min_hits) = match sampling.strategy {
+            Strategy::Vanilla => (StrategyName::Vanilla, sampling.budget, None),
+            Strategy::TopK { k } => (StrategyName::TopK, Some(k), None),
+            Strategy::Threshold { min_hits } => {
+                (StrategyName::Threshold, sampling.budget, Some(min_hits))
+            }
+        };
+        LshSpec {
+            family,
+            k: Some(params.k),
+            l: Some(params.l),
+            range_pow: Some(params.range_pow),
+            bucket_capacity: Some(bucket_capacity),
+            policy,
+            strategy,
+            budget,
+            min_hits,
+            min_active: sampling.min_active,
+            random_extra: sampling.random_extra,
+            log_q,
+            shared_negatives,
+            shared_shift,
+            shared_pool,
+            shared_refresh,
+            center_queries,
+            picks,
+            warmup,
+        }
     }
 }

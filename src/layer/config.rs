@@ -10,7 +10,8 @@ pub use super::block::Precision;
 pub(crate) use super::block::{BlockLayout, M, V, WEIGHTS};
 #[cfg(feature = "serde")]
 use super::lsh_config::LshSpec;
-pub use super::lsh_config::{DEFAULT_SHARED_REFRESH, LshConfig, Picks};
+pub use super::lsh_config::{DEFAULT_SHARED_REFRESH, LshConfig};
+pub use super::picks::Picks;
 pub use super::warmup::{Warmup, WarmupLength};
 
 /// A layer's non-linearity.

@@ -1,9 +1,13 @@
 //! How a layer is sampled: [`LshConfig`] (family, tables, sampling, the corrections and
-//! shared negatives) and where its picks come from ([`Picks`]); its warm-up is in
+//! shared negatives), its settings' names in a config file and a checkpoint's description,
+//! and their checks. Where its picks come from is in `picks.rs`, its warm-up in
 //! `warmup.rs`.
 
-use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling, Strategy, TablesConfig};
+#[cfg(feature = "serde")]
+use slide_lsh::Strategy;
+use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling, TablesConfig};
 
+use super::picks::Picks;
 use super::warmup::{Warmup, WarmupLength};
 use crate::error::Result;
 
@@ -102,32 +106,6 @@ pub struct LshConfig {
     pub warmup: Option<Warmup>,
 }
 
-/// Where a sampled layer's per-sample picks (the active ids beyond the forced labels, the
-/// shared negatives and the random ones) come from. [`Tables`](Self::Tables) is the
-/// product; the other two are ablations that measure what the tables add or could add.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Deserialize, serde::Serialize),
-    serde(rename_all = "kebab-case")
-)]
-pub enum Picks {
-    /// The hash tables, queried with [`LshConfig::sampling`].
-    #[default]
-    Tables,
-    /// Ablation: nothing from the tables; the sampling's budget (top-k's `k`) in uniformly
-    /// random ids instead, on top of its `random_extra`: uniform negative sampling at the same
-    /// budget, to measure what LSH adds. The layer then neither builds its tables nor hashes
-    /// queries, so its time is a uniform sampler's (the shared negatives are still picked).
-    /// Needs a budget.
-    Uniform,
-    /// Ablation, slow: in training, the tables' picks are replaced by the same number of the
-    /// sample's highest-scoring neurons outside the forced ids (every neuron scored for
-    /// every sample): the picks perfect retrieval would make, to measure what better tables
-    /// could buy. Sources, log-Q and everything else stay as the tables left them.
-    Exact,
-}
-
 /// [`LshConfig::shared_refresh`]'s default.
 pub const DEFAULT_SHARED_REFRESH: u64 = 8;
 
@@ -169,32 +147,6 @@ impl Default for LshConfig {
 }
 
 impl LshConfig {
-    /// The sampling's budget: top-k's `k`, or [`Sampling::budget`] (0 when unset).
-    fn budget(&self) -> usize {
-        match self.sampling.strategy {
-            Strategy::TopK { k } => k,
-            _ => self.sampling.budget.unwrap_or(0),
-        }
-    }
-
-    /// The sampling the layer runs: [`sampling`](Self::sampling), or with
-    /// [`Picks::Uniform`] one that takes nothing from the tables (top-k becomes vanilla,
-    /// the budget 0) and draws the budget's worth of random ids on top of `random_extra`.
-    pub fn effective_sampling(&self) -> Sampling {
-        match self.picks {
-            Picks::Uniform => Sampling {
-                strategy: match self.sampling.strategy {
-                    Strategy::TopK { .. } => Strategy::Vanilla,
-                    other => other,
-                },
-                budget: Some(0),
-                random_extra: self.sampling.random_extra + self.budget(),
-                ..self.sampling
-            },
-            Picks::Tables | Picks::Exact => self.sampling,
-        }
-    }
-
     /// The warm-up's random ids and length in steps, `(0, 0)` without one (a length in
     /// epochs, which [`Warmup::check_in_steps`] refuses at construction, counts as none).
     pub(crate) fn warmup_random_and_steps(&self) -> (usize, u64) {
@@ -227,6 +179,61 @@ impl LshConfig {
             self.policy,
             seed,
         )
+    }
+
+    /// The settings' names in [`describe`](Self::describe) that only shape training: the
+    /// [architecture hash](crate::NetworkConfig::architecture_hash) leaves them out.
+    pub(crate) const TRAINING_ONLY: [&str; 5] = [
+        "shared_shift",
+        "shared_refresh",
+        "exact_picks",
+        "warmup_random",
+        "warmup_steps",
+    ];
+
+    /// Every setting as `put(name, value)` for
+    /// [`NetworkConfig::describe`](crate::NetworkConfig::describe), in a fixed order: `family`, `params`,
+    /// `bucket_capacity`, `policy`, `sampling`, `log_q`, `shared_negatives`,
+    /// `center_queries`, then, each only when not its default so that checkpoints from
+    /// before it existed keep their identity, `shared_pool` (if above `shared_negatives`),
+    /// `shared_shift`, `shared_refresh`, `exact_picks` and the warm-up's `warmup_random`
+    /// and `warmup_steps`. A new setting a resume must compare is put here (and in
+    /// [`TRAINING_ONLY`](Self::TRAINING_ONLY) if it only shapes training).
+    pub(crate) fn describe(&self, put: &mut dyn FnMut(&str, String)) {
+        put("family", format!("{:?}", self.family));
+        put("params", format!("{:?}", self.params));
+        put("bucket_capacity", self.bucket_capacity.to_string());
+        put("policy", format!("{:?}", self.policy));
+        // The sampling the layer runs (uniform picks rewrite it), as before the ablation
+        // had a name of its own.
+        put("sampling", format!("{:?}", self.effective_sampling()));
+        put("log_q", self.log_q.to_string());
+        put("shared_negatives", self.shared_negatives.to_string());
+        put("center_queries", self.center_queries.to_string());
+        if self.pooled() {
+            put("shared_pool", self.shared_pool.to_string());
+        }
+        if self.shared_shift != 0.0 {
+            put("shared_shift", self.shared_shift.to_string());
+        }
+        if self.shared_refresh != DEFAULT_SHARED_REFRESH {
+            put("shared_refresh", self.shared_refresh.to_string());
+        }
+        // The names these settings had before `picks` and `warmup` grouped them, so
+        // checkpoints written then compare equal.
+        if self.picks == Picks::Exact {
+            put("exact_picks", "true".to_string());
+        }
+        if let Some(warmup) = self.warmup {
+            put("warmup_random", warmup.random.to_string());
+            put(
+                "warmup_steps",
+                match warmup.length {
+                    WarmupLength::Steps(steps) => steps.to_string(),
+                    WarmupLength::Epochs(e) => format!("{e} epochs"),
+                },
+            );
+        }
     }
 
     /// Checks everything the lsh crate can check before the input dimension is known: the
@@ -349,35 +356,17 @@ impl LshSpec {
     /// ([`slide_lsh::tune_for_budget`]).
     pub(crate) fn resolve(self, width: Option<usize>) -> Result<LshConfig> {
         let fail = |reason: &str| Err(crate::error::config_error("lsh", reason.to_string()));
-        let LshSpec {
-            family,
-            k,
-            l,
-            range_pow,
-            bucket_capacity,
-            policy,
-            strategy,
-            budget,
-            min_hits,
-            min_active,
-            random_extra,
-            log_q,
-            shared_negatives,
-            shared_shift,
-            shared_pool,
-            shared_refresh,
-            center_queries,
-            picks,
-            warmup,
-        } = self;
+        let spec = self;
+        let (k, l, range_pow, budget, family) =
+            (spec.k, spec.l, spec.range_pow, spec.budget, spec.family);
         let (params, bucket_capacity) = match (k, l, range_pow, budget, width) {
             (Some(k), Some(l), Some(range_pow), _, _) => (
                 LshParams { k, l, range_pow },
-                bucket_capacity.unwrap_or(DEFAULT_BUCKET_CAPACITY),
+                spec.bucket_capacity.unwrap_or(DEFAULT_BUCKET_CAPACITY),
             ),
             (None, None, None, Some(budget), Some(width)) => {
                 let tuned = slide_lsh::tune_for_budget(width, budget, family.bits_per_code()?)?;
-                let capacity = bucket_capacity.unwrap_or(tuned.bucket_capacity);
+                let capacity = spec.bucket_capacity.unwrap_or(tuned.bucket_capacity);
                 (tuned.params, capacity)
             }
             (None, None, None, None, _) => {
@@ -393,7 +382,7 @@ impl LshSpec {
                 return fail("give all of k, l and range_pow, or none of them (tuned from budget)");
             }
         };
-        let strategy = match (strategy, budget, min_hits) {
+        let strategy = match (spec.strategy, budget, spec.min_hits) {
             (StrategyName::Vanilla, _, _) => Strategy::Vanilla,
             (StrategyName::TopK, Some(k), _) => Strategy::TopK { k },
             (StrategyName::Threshold, _, Some(min_hits)) => Strategy::Threshold { min_hits },
@@ -406,21 +395,21 @@ impl LshSpec {
             family,
             params,
             bucket_capacity,
-            policy,
+            policy: spec.policy,
             sampling: Sampling {
                 strategy,
                 budget,
-                min_active,
-                random_extra,
+                min_active: spec.min_active,
+                random_extra: spec.random_extra,
             },
-            log_q,
-            shared_negatives,
-            shared_shift,
-            shared_pool,
-            shared_refresh,
-            center_queries,
-            picks,
-            warmup,
+            log_q: spec.log_q,
+            shared_negatives: spec.shared_negatives,
+            shared_shift: spec.shared_shift,
+            shared_pool: spec.shared_pool,
+            shared_refresh: spec.shared_refresh,
+            center_queries: spec.center_queries,
+            picks: spec.picks,
+            warmup: spec.warmup,
         })
     }
 }
@@ -438,21 +427,7 @@ impl TryFrom<LshSpec> for LshConfig {
 #[cfg(feature = "serde")]
 impl From<LshConfig> for LshSpec {
     fn from(config: LshConfig) -> Self {
-        let LshConfig {
-            family,
-            params,
-            bucket_capacity,
-            policy,
-            sampling,
-            log_q,
-            shared_negatives,
-            shared_shift,
-            shared_pool,
-            shared_refresh,
-            center_queries,
-            picks,
-            warmup,
-        } = config;
+        let sampling = config.sampling;
         let (strategy, budget, min_hits) = match sampling.strategy {
             Strategy::Vanilla => (StrategyName::Vanilla, sampling.budget, None),
             Strategy::TopK { k } => (StrategyName::TopK, Some(k), None),
@@ -461,25 +436,25 @@ impl From<LshConfig> for LshSpec {
             }
         };
         LshSpec {
-            family,
-            k: Some(params.k),
-            l: Some(params.l),
-            range_pow: Some(params.range_pow),
-            bucket_capacity: Some(bucket_capacity),
-            policy,
+            family: config.family,
+            k: Some(config.params.k),
+            l: Some(config.params.l),
+            range_pow: Some(config.params.range_pow),
+            bucket_capacity: Some(config.bucket_capacity),
+            policy: config.policy,
             strategy,
             budget,
             min_hits,
             min_active: sampling.min_active,
             random_extra: sampling.random_extra,
-            log_q,
-            shared_negatives,
-            shared_shift,
-            shared_pool,
-            shared_refresh,
-            center_queries,
-            picks,
-            warmup,
+            log_q: config.log_q,
+            shared_negatives: config.shared_negatives,
+            shared_shift: config.shared_shift,
+            shared_pool: config.shared_pool,
+            shared_refresh: config.shared_refresh,
+            center_queries: config.center_queries,
+            picks: config.picks,
+            warmup: config.warmup,
         }
     }
 }

@@ -54,6 +54,7 @@ pub mod config;
 mod lsh;
 mod lsh_config;
 pub mod passes;
+mod picks;
 mod ranking;
 pub mod state;
 pub mod trace;

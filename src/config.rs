@@ -149,7 +149,7 @@ impl NetworkConfig {
     /// Every setting as `(name, value)`, in a fixed order: `input_dim`, `seed`, then per
     /// layer `layers.I.out_dim`, `.activation`, `.layout`, `.init`, `.weights` and
     /// `.moments` (if BF16) and, for sampled layers, the LSH settings as `.lsh.NAME` in the
-    /// order [`LshConfig`](crate::LshConfig) gives them (`family`, `params`, ..., each
+    /// order [`LshConfig`] gives them (`family`, `params`, ..., each
     /// setting added later only when not its default), then `adam` and `rebuild`.
     /// Checkpoints record it, so a resume can name the settings that changed.
     pub fn describe(&self) -> Vec<(String, String)> {

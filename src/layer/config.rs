@@ -124,10 +124,12 @@ impl Init {
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize, serde::Serialize),
-    serde(try_from = "LayerSpec", into = "LayerSpec")
+    serde(try_from = "LayerSpec")
 )]
 pub struct LayerConfig {
     /// Number of neurons.
+    // Written as the config file names it; read through `LayerSpec`.
+    #[cfg_attr(feature = "serde", serde(rename = "size"))]
     pub out_dim: usize,
     /// Non-linearity.
     pub activation: Activation,
@@ -136,6 +138,7 @@ pub struct LayerConfig {
     /// How the weights are drawn.
     pub init: Init,
     /// `None`: every neuron is active. `Some`: LSH picks the active neurons per sample.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub lsh: Option<LshConfig>,
     /// How the Adam moments of the weights are stored (the biases' are always f32).
     pub moments: Precision,
@@ -198,9 +201,10 @@ impl LayerConfig {
     }
 }
 
-/// [`LayerConfig`] as a config file writes it (see [`LayerConfig`]).
+/// [`LayerConfig`] as a config file writes it (see [`LayerConfig`]), read before the LSH
+/// settings are resolved for the width; a `LayerConfig` writes the same form itself.
 #[cfg(feature = "serde")]
-#[derive(serde::Deserialize, serde::Serialize)]
+#[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LayerSpec {
     size: usize,
@@ -209,7 +213,7 @@ struct LayerSpec {
     layout: WeightLayout,
     #[serde(default)]
     init: Init,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     lsh: Option<LshSpec>,
     #[serde(default)]
     moments: Precision,
@@ -240,30 +244,6 @@ impl TryFrom<LayerSpec> for LayerConfig {
             moments,
             weights,
         })
-    }
-}
-
-#[cfg(feature = "serde")]
-impl From<LayerConfig> for LayerSpec {
-    fn from(config: LayerConfig) -> Self {
-        let LayerConfig {
-            out_dim,
-            activation,
-            layout,
-            init,
-            lsh,
-            moments,
-            weights,
-        } = config;
-        LayerSpec {
-            size: out_dim,
-            activation,
-            layout,
-            init,
-            lsh: lsh.map(LshSpec::from),
-            moments,
-            weights,
-        }
     }
 }
 

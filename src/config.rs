@@ -2,7 +2,7 @@
 //! rebuild schedule and seed, checked before anything is allocated.
 
 use crate::error::{Result, config_error};
-use crate::layer::{Activation, BlockLayout, LayerConfig, Precision, WeightLayout};
+use crate::layer::{Activation, BlockLayout, LayerConfig, LshConfig, Precision, WeightLayout};
 use crate::optimizer::AdamConfig;
 
 /// When LSH tables are rebuilt from the moving weights.
@@ -147,14 +147,11 @@ pub const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 impl NetworkConfig {
     /// Every setting as `(name, value)`, in a fixed order: `input_dim`, `seed`, then per
-    /// layer `layers.I.out_dim`, `.activation`, `.layout`, `.init`, `.weights` and `.moments` (if BF16) and,
-    /// for sampled layers,
-    /// `.lsh.family`, `.lsh.params`, `.lsh.bucket_capacity`, `.lsh.policy`, `.lsh.sampling`,
-    /// `.lsh.log_q`, `.lsh.shared_negatives`, `.lsh.center_queries`, `.lsh.shared_pool` (if
-    /// above `shared_negatives`), `.lsh.shared_shift` (if not 0), `.lsh.shared_refresh` (if
-    /// not 8), `.lsh.exact_picks` (if the picks are [`Picks::Exact`](crate::Picks::Exact)),
-    /// `.lsh.warmup_random` and `.lsh.warmup_steps` (with a warm-up), then `adam` and
-    /// `rebuild`. Checkpoints record it, so a resume can name the settings that changed.
+    /// layer `layers.I.out_dim`, `.activation`, `.layout`, `.init`, `.weights` and
+    /// `.moments` (if BF16) and, for sampled layers, the LSH settings as `.lsh.NAME` in the
+    /// order [`LshConfig`] gives them (`family`, `params`, ..., each
+    /// setting added later only when not its default), then `adam` and `rebuild`.
+    /// Checkpoints record it, so a resume can name the settings that changed.
     pub fn describe(&self) -> Vec<(String, String)> {
         let mut out = vec![
             ("input_dim".to_string(), self.input_dim.to_string()),
@@ -175,40 +172,7 @@ impl NetworkConfig {
                 put("moments", format!("{:?}", l.moments));
             }
             if let Some(lsh) = &l.lsh {
-                put("lsh.family", format!("{:?}", lsh.family));
-                put("lsh.params", format!("{:?}", lsh.params));
-                put("lsh.bucket_capacity", lsh.bucket_capacity.to_string());
-                put("lsh.policy", format!("{:?}", lsh.policy));
-                // The sampling the layer runs (uniform picks rewrite it), as before the
-                // ablation had a name of its own.
-                put("lsh.sampling", format!("{:?}", lsh.effective_sampling()));
-                put("lsh.log_q", lsh.log_q.to_string());
-                put("lsh.shared_negatives", lsh.shared_negatives.to_string());
-                put("lsh.center_queries", lsh.center_queries.to_string());
-                if lsh.pooled() {
-                    put("lsh.shared_pool", lsh.shared_pool.to_string());
-                }
-                if lsh.shared_shift != 0.0 {
-                    put("lsh.shared_shift", lsh.shared_shift.to_string());
-                }
-                if lsh.shared_refresh != crate::layer::DEFAULT_SHARED_REFRESH {
-                    put("lsh.shared_refresh", lsh.shared_refresh.to_string());
-                }
-                // The names these settings had before `picks` and `warmup` grouped them,
-                // so checkpoints written then compare equal.
-                if lsh.picks == crate::layer::Picks::Exact {
-                    put("lsh.exact_picks", "true".to_string());
-                }
-                if let Some(warmup) = lsh.warmup {
-                    put("lsh.warmup_random", warmup.random.to_string());
-                    put(
-                        "lsh.warmup_steps",
-                        match warmup.length {
-                            crate::layer::WarmupLength::Steps(steps) => steps.to_string(),
-                            crate::layer::WarmupLength::Epochs(e) => format!("{e} epochs"),
-                        },
-                    );
-                }
+                lsh.describe(&mut |key, value| put(&format!("lsh.{key}"), value));
             }
         }
         out.push(("adam".to_string(), format!("{:?}", self.adam)));
@@ -219,9 +183,10 @@ impl NetworkConfig {
     /// A stable hash of what a trained model's state depends on to be read back and
     /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
     /// each layer's size, activation, layout and LSH settings. Not the optimizer, the
-    /// rebuild schedule, the initialisation, the shared negatives' shift and refresh period, the exact-picks
-    /// ablation, the warm-up's random ids or the precision of weights and moments, which only shape training (a
-    /// layer reads a state file's values in either precision).
+    /// rebuild schedule, the initialisation, the precision of weights and moments (a layer
+    /// reads a state file's values in either precision) or the LSH settings that only shape
+    /// training (the shared negatives' shift and refresh period, the exact-picks ablation,
+    /// the warm-up).
     pub fn architecture_hash(&self) -> u64 {
         self.describe()
             .iter()
@@ -231,10 +196,9 @@ impl NetworkConfig {
                     || key.ends_with(".init")
                     || key.ends_with(".moments")
                     || key.ends_with(".weights")
-                    || key.ends_with(".shared_shift")
-                    || key.ends_with(".shared_refresh")
-                    || key.ends_with(".exact_picks")
-                    || key.contains(".warmup_"))
+                    || key
+                        .split_once(".lsh.")
+                        .is_some_and(|(_, lsh_key)| LshConfig::TRAINING_ONLY.contains(&lsh_key)))
             })
             .fold(FNV_OFFSET, |h, (key, value)| {
                 fnv1a(fnv1a(fnv1a(h, key.as_bytes()), b"="), value.as_bytes())

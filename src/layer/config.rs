@@ -8,7 +8,11 @@ use crate::error::Result;
 
 pub use super::block::Precision;
 pub(crate) use super::block::{BlockLayout, M, V, WEIGHTS};
-pub use super::lsh_config::{DEFAULT_SHARED_REFRESH, LshConfig, Picks, Warmup, WarmupLength};
+#[cfg(feature = "serde")]
+use super::lsh_config::LshSpec;
+pub use super::lsh_config::{DEFAULT_SHARED_REFRESH, LshConfig};
+pub use super::picks::Picks;
+pub use super::warmup::{Warmup, WarmupLength};
 
 /// A layer's non-linearity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,10 +114,22 @@ impl Init {
 }
 
 /// One layer of a network.
+///
+/// With the `serde` feature it reads and writes the form of a config file's
+/// `[[network.layers]]`: `size` (the `out_dim`), `activation`, and optionally `layout`,
+/// `init`, `moments`, `weights` and an `lsh` table ([`LshConfig`]'s form, whose `k`, `l`,
+/// `range_pow` and `bucket_capacity` are tuned from its budget and `size` when left out,
+/// once, as the layer is read). Unknown keys are errors naming the key.
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(try_from = "LayerSpec")
+)]
 pub struct LayerConfig {
     /// Number of neurons.
+    // Written as the config file names it; read through `LayerSpec`.
+    #[cfg_attr(feature = "serde", serde(rename = "size"))]
     pub out_dim: usize,
     /// Non-linearity.
     pub activation: Activation,
@@ -122,13 +138,12 @@ pub struct LayerConfig {
     /// How the weights are drawn.
     pub init: Init,
     /// `None`: every neuron is active. `Some`: LSH picks the active neurons per sample.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub lsh: Option<LshConfig>,
     /// How the Adam moments of the weights are stored (the biases' are always f32).
-    #[cfg_attr(feature = "serde", serde(default))]
     pub moments: Precision,
     /// How the weights are stored (the biases are always f32); BF16 weights need BF16
     /// moments.
-    #[cfg_attr(feature = "serde", serde(default))]
     pub weights: Precision,
 }
 
@@ -183,6 +198,52 @@ impl LayerConfig {
             Some(lsh) => lsh.validate(self.out_dim),
             None => Ok(()),
         }
+    }
+}
+
+/// [`LayerConfig`] as a config file writes it (see [`LayerConfig`]), read before the LSH
+/// settings are resolved for the width; a `LayerConfig` writes the same form itself.
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LayerSpec {
+    size: usize,
+    activation: Activation,
+    #[serde(default)]
+    layout: WeightLayout,
+    #[serde(default)]
+    init: Init,
+    #[serde(default)]
+    lsh: Option<LshSpec>,
+    #[serde(default)]
+    moments: Precision,
+    #[serde(default)]
+    weights: Precision,
+}
+
+#[cfg(feature = "serde")]
+impl TryFrom<LayerSpec> for LayerConfig {
+    type Error = crate::SlideError;
+    /// The LSH settings resolved for the layer's width (see `LshSpec::resolve`).
+    fn try_from(spec: LayerSpec) -> Result<Self> {
+        let LayerSpec {
+            size,
+            activation,
+            layout,
+            init,
+            lsh,
+            moments,
+            weights,
+        } = spec;
+        Ok(LayerConfig {
+            out_dim: size,
+            activation,
+            layout,
+            init,
+            lsh: lsh.map(|lsh| lsh.resolve(Some(size))).transpose()?,
+            moments,
+            weights,
+        })
     }
 }
 

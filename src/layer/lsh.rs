@@ -12,11 +12,12 @@ use crate::kernels::{Values, kernels};
 pub(crate) struct LshState {
     pub(crate) family: LshFamily,
     pub(crate) tables: HashTables,
+    /// The settings as configured, read where they are used (not copied field by field:
+    /// a new setting needs no line here).
+    pub(crate) config: LshConfig,
+    /// The sampling the layer runs ([`LshConfig::effective_sampling`]), whose
+    /// `random_extra` a warm-up raises.
     pub(crate) sampling: Sampling,
-    pub(crate) log_q: bool,
-    pub(crate) shared_negatives: usize,
-    /// See [`LshConfig::shared_shift`].
-    pub(crate) shared_shift: f32,
     /// How many ids `shared` holds once refreshed: the pool, or the shared negatives (see
     /// [`LshConfig::shared_pool`]).
     pub(crate) shared_len: usize,
@@ -34,11 +35,6 @@ pub(crate) struct LshState {
     /// Scratch of [`SparseLayer::rescore_shared`]: the scored union's keys (see
     /// `rank_key`), kept for its capacity.
     pub(crate) rescored: Vec<u64>,
-    pub(crate) center_queries: bool,
-    /// See [`LshConfig::shared_refresh`].
-    pub(crate) shared_refresh: u64,
-    /// [`Picks::Exact`](super::config::Picks::Exact): the tables' picks replaced by exact ones.
-    pub(crate) exact_picks: bool,
     /// The configured `sampling.random_extra` and the warm-up's (see
     /// [`LshConfig::warmup`]): `sampling.random_extra` is `random_extra`, plus
     /// `warmup_random` in the first `warmup_steps` steps.
@@ -54,7 +50,7 @@ pub(crate) struct LshState {
 impl LshState {
     /// Whether each sample picks its shared negatives from a larger pool.
     pub(crate) fn pooled(&self) -> bool {
-        self.shared.len() > self.shared_negatives
+        self.shared.len() > self.config.shared_negatives
     }
 
     /// The LSH state of a layer `in_dim -> out_dim` as `lsh` describes it, hashing with
@@ -69,19 +65,14 @@ impl LshState {
         Ok(LshState {
             family,
             tables,
+            config: *lsh,
             sampling,
-            log_q: lsh.log_q,
-            shared_negatives: lsh.shared_negatives,
-            shared_shift: lsh.shared_shift,
             shared_len: lsh.shared_len(),
             shared: Vec::with_capacity(lsh.shared_len()),
             pool_cols: Vec::new(),
             pool_cols_bf16: Vec::new(),
             pool_bias: Vec::new(),
             rescored: Vec::new(),
-            center_queries: lsh.center_queries,
-            shared_refresh: lsh.shared_refresh,
-            exact_picks: lsh.picks == super::config::Picks::Exact,
             random_extra: sampling.random_extra,
             warmup_random,
             warmup_steps,
@@ -142,7 +133,7 @@ impl SparseLayer {
         lsh.shared.clear();
         lsh.shared.extend_from_slice(&best);
         self.copy_pool_rows(&mut lsh);
-        if lsh.center_queries {
+        if lsh.config.center_queries {
             lsh.center.clear();
             lsh.center.extend_from_slice(mean_input);
         }
@@ -236,7 +227,7 @@ impl SparseLayer {
     pub(crate) fn uses_mean_input(&self) -> bool {
         self.lsh
             .as_ref()
-            .is_some_and(|l| l.shared_negatives > 0 || l.center_queries)
+            .is_some_and(|l| l.config.shared_negatives > 0 || l.config.center_queries)
     }
 
     /// Whether what the layer derives from the mean input is due for a refresh after
@@ -244,7 +235,7 @@ impl SparseLayer {
     pub(crate) fn mean_input_due(&self, step: u64) -> bool {
         self.lsh
             .as_ref()
-            .is_some_and(|l| step.is_multiple_of(l.shared_refresh))
+            .is_some_and(|l| step.is_multiple_of(l.config.shared_refresh))
     }
 }
 

@@ -1,13 +1,30 @@
 //! How a layer is sampled: [`LshConfig`] (family, tables, sampling, the corrections and
-//! shared negatives), where its picks come from ([`Picks`]) and its warm-up ([`Warmup`]).
+//! shared negatives), its settings' names in a config file and a checkpoint's description,
+//! and their checks. Where its picks come from is in `picks.rs`, its warm-up in
+//! `warmup.rs`.
 
-use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling, Strategy, TablesConfig};
+#[cfg(feature = "serde")]
+use slide_lsh::Strategy;
+use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling, TablesConfig};
 
+use super::picks::Picks;
+use super::warmup::{Warmup, WarmupLength};
 use crate::error::Result;
 
 /// LSH sampling settings of a layer.
+///
+/// With the `serde` feature it reads and writes the form of a config file's
+/// `[network.layers.lsh]` (its serde form, `LshSpec`, is below): flat keys, the strategy
+/// by name (`strategy = "vanilla"`, `"top-k"` or `"threshold"`) with `budget` and `min_hits`
+/// beside it, and `k`, `l`, `range_pow` and `bucket_capacity` that may be left out to be
+/// tuned from the budget and the layer's width, which a [`LayerConfig`](crate::LayerConfig)
+/// knows (read alone, an `LshConfig` needs them given).
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(try_from = "LshSpec", into = "LshSpec")
+)]
 pub struct LshConfig {
     /// Hash family.
     pub family: FamilyKind,
@@ -54,7 +71,6 @@ pub struct LshConfig {
     /// per-sample picks are harder) each shared negative counts for `e^(x s)` outputs like it
     /// at a fraction `x` of a shift `s`: docs/accuracy.md, "The shared negatives' share of
     /// the log-Q shift".
-    #[cfg_attr(feature = "serde", serde(default))]
     pub shared_shift: f32,
     /// Per-sample shared negatives: when larger than
     /// [`shared_negatives`](Self::shared_negatives), the layer keeps this many outputs
@@ -69,7 +85,6 @@ pub struct LshConfig {
     /// `shared_shift` 0.5) raised exact P@1 after 3 epochs by 2.35 / 3.15 points (seeds 1 /
     /// 2) and LSH-mode P@1 from about 0.19 to 0.43: docs/accuracy.md, "Per-sample shared
     /// negatives from a pool".
-    #[cfg_attr(feature = "serde", serde(default))]
     pub shared_pool: usize,
     /// Training steps between two scorings of every neuron for the batch's mean input,
     /// which choose the shared negatives (or their pool) anew; in between they are
@@ -78,7 +93,6 @@ pub struct LshConfig {
     /// 1,024-wide input and 387 active outputs per sample, so wide layers with small active sets
     /// refresh less often: 32 steps there train 13% faster than 8 at the same P@1
     /// (docs/label-trees.md, "A wide hidden layer"). Default 8.
-    #[cfg_attr(feature = "serde", serde(default = "default_shared_refresh"))]
     pub shared_refresh: u64,
     /// Hash each input minus the mean input of a recent training batch (refreshed with the
     /// shared negatives) instead of the input itself. Rank-based families (WTA, DWTA) then
@@ -87,85 +101,16 @@ pub struct LshConfig {
     pub center_queries: bool,
     /// Where the picks come from: the tables, or (ablations) uniformly random ids or every
     /// neuron scored.
-    #[cfg_attr(feature = "serde", serde(default))]
     pub picks: Picks,
     /// A warm-up of uniformly random ids (see [`Warmup`]); `None`: no warm-up.
-    #[cfg_attr(feature = "serde", serde(default))]
     pub warmup: Option<Warmup>,
-}
-
-/// Where a sampled layer's per-sample picks (the active ids beyond the forced labels, the
-/// shared negatives and the random ones) come from. [`Tables`](Self::Tables) is the
-/// product; the other two are ablations that measure what the tables add or could add.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Deserialize, serde::Serialize),
-    serde(rename_all = "kebab-case")
-)]
-pub enum Picks {
-    /// The hash tables, queried with [`LshConfig::sampling`].
-    #[default]
-    Tables,
-    /// Ablation: nothing from the tables; the sampling's budget (top-k's `k`) in uniformly
-    /// random ids instead, on top of its `random_extra`: uniform negative sampling at the same
-    /// budget, to measure what LSH adds. The layer then neither builds its tables nor hashes
-    /// queries, so its time is a uniform sampler's (the shared negatives are still picked).
-    /// Needs a budget.
-    Uniform,
-    /// Ablation, slow: in training, the tables' picks are replaced by the same number of the
-    /// sample's highest-scoring neurons outside the forced ids (every neuron scored for
-    /// every sample): the picks perfect retrieval would make, to measure what better tables
-    /// could buy. Sources, log-Q and everything else stay as the tables left them.
-    Exact,
-}
-
-/// A warm-up: [`random`](Self::random) uniformly random ids join the sampling's
-/// `random_extra` ones for the first [`length`](Self::length) of training. With `log_q` the
-/// correction follows the random ids: while any are drawn the tables' picks count as
-/// themselves and the random ids stand for the rest of the outputs; without them every
-/// non-forced id is taken for a uniform draw. The layer learns the step count from
-/// [`SparseLayer::set_steps_taken`](crate::SparseLayer::set_steps_taken), which a
-/// [`Network`](crate::Network) calls. At the Amazon-670K shape 128 random ids for the first
-/// half epoch (78 steps of 20,000 samples) put exact P@1 ahead of uniform sampling after
-/// every epoch: docs/accuracy.md, "A warm-up of uniform negatives, 16 tables". In TOML:
-/// `warmup = { random = 128, length = { epochs = 0.5 } }`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Deserialize, serde::Serialize),
-    serde(deny_unknown_fields)
-)]
-pub struct Warmup {
-    /// Uniformly random ids per training sample during the warm-up (at least 1).
-    pub random: usize,
-    /// How long it lasts.
-    pub length: WarmupLength,
-}
-
-/// How long a [`Warmup`] lasts.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Deserialize, serde::Serialize),
-    serde(rename_all = "lowercase", deny_unknown_fields)
-)]
-pub enum WarmupLength {
-    /// This many training steps (at least 1).
-    Steps(u64),
-    /// This many epochs of the training set (a positive number), which a layer cannot count:
-    /// [`NetworkConfig::with_epoch_length`](crate::NetworkConfig::with_epoch_length) turns
-    /// it into steps before the network is built.
-    Epochs(f64),
 }
 
 /// [`LshConfig::shared_refresh`]'s default.
 pub const DEFAULT_SHARED_REFRESH: u64 = 8;
 
-#[cfg(feature = "serde")]
-fn default_shared_refresh() -> u64 {
-    DEFAULT_SHARED_REFRESH
-}
+/// [`LshConfig::bucket_capacity`]'s default when `K`, `L` and `range_pow` are given.
+const DEFAULT_BUCKET_CAPACITY: usize = 128;
 
 impl Default for LshConfig {
     /// DWTA with bins of 8, `K` 4, `L` 16, `range_pow` 12 (4,096 buckets), 128 ids per
@@ -186,7 +131,7 @@ impl Default for LshConfig {
                 l: 16,
                 range_pow: 12,
             },
-            bucket_capacity: 128,
+            bucket_capacity: DEFAULT_BUCKET_CAPACITY,
             policy: BucketPolicy::Fifo,
             sampling: Sampling::vanilla(),
             log_q: false,
@@ -202,32 +147,6 @@ impl Default for LshConfig {
 }
 
 impl LshConfig {
-    /// The sampling's budget: top-k's `k`, or [`Sampling::budget`] (0 when unset).
-    fn budget(&self) -> usize {
-        match self.sampling.strategy {
-            Strategy::TopK { k } => k,
-            _ => self.sampling.budget.unwrap_or(0),
-        }
-    }
-
-    /// The sampling the layer runs: [`sampling`](Self::sampling), or with
-    /// [`Picks::Uniform`] one that takes nothing from the tables (top-k becomes vanilla,
-    /// the budget 0) and draws the budget's worth of random ids on top of `random_extra`.
-    pub fn effective_sampling(&self) -> Sampling {
-        match self.picks {
-            Picks::Uniform => Sampling {
-                strategy: match self.sampling.strategy {
-                    Strategy::TopK { .. } => Strategy::Vanilla,
-                    other => other,
-                },
-                budget: Some(0),
-                random_extra: self.sampling.random_extra + self.budget(),
-                ..self.sampling
-            },
-            Picks::Tables | Picks::Exact => self.sampling,
-        }
-    }
-
     /// The warm-up's random ids and length in steps, `(0, 0)` without one (a length in
     /// epochs, which [`Warmup::check_in_steps`] refuses at construction, counts as none).
     pub(crate) fn warmup_random_and_steps(&self) -> (usize, u64) {
@@ -260,6 +179,61 @@ impl LshConfig {
             self.policy,
             seed,
         )
+    }
+
+    /// The settings' names in [`describe`](Self::describe) that only shape training: the
+    /// [architecture hash](crate::NetworkConfig::architecture_hash) leaves them out.
+    pub(crate) const TRAINING_ONLY: [&str; 5] = [
+        "shared_shift",
+        "shared_refresh",
+        "exact_picks",
+        "warmup_random",
+        "warmup_steps",
+    ];
+
+    /// Every setting as `put(name, value)` for
+    /// [`NetworkConfig::describe`](crate::NetworkConfig::describe), in a fixed order: `family`, `params`,
+    /// `bucket_capacity`, `policy`, `sampling`, `log_q`, `shared_negatives`,
+    /// `center_queries`, then, each only when not its default so that checkpoints from
+    /// before it existed keep their identity, `shared_pool` (if above `shared_negatives`),
+    /// `shared_shift`, `shared_refresh`, `exact_picks` and the warm-up's `warmup_random`
+    /// and `warmup_steps`. A new setting a resume must compare is put here (and in
+    /// [`TRAINING_ONLY`](Self::TRAINING_ONLY) if it only shapes training).
+    pub(crate) fn describe(&self, put: &mut dyn FnMut(&str, String)) {
+        put("family", format!("{:?}", self.family));
+        put("params", format!("{:?}", self.params));
+        put("bucket_capacity", self.bucket_capacity.to_string());
+        put("policy", format!("{:?}", self.policy));
+        // The sampling the layer runs (uniform picks rewrite it), as before the ablation
+        // had a name of its own.
+        put("sampling", format!("{:?}", self.effective_sampling()));
+        put("log_q", self.log_q.to_string());
+        put("shared_negatives", self.shared_negatives.to_string());
+        put("center_queries", self.center_queries.to_string());
+        if self.pooled() {
+            put("shared_pool", self.shared_pool.to_string());
+        }
+        if self.shared_shift != 0.0 {
+            put("shared_shift", self.shared_shift.to_string());
+        }
+        if self.shared_refresh != DEFAULT_SHARED_REFRESH {
+            put("shared_refresh", self.shared_refresh.to_string());
+        }
+        // The names these settings had before `picks` and `warmup` grouped them, so
+        // checkpoints written then compare equal.
+        if self.picks == Picks::Exact {
+            put("exact_picks", "true".to_string());
+        }
+        if let Some(warmup) = self.warmup {
+            put("warmup_random", warmup.random.to_string());
+            put(
+                "warmup_steps",
+                match warmup.length {
+                    WarmupLength::Steps(steps) => steps.to_string(),
+                    WarmupLength::Epochs(e) => format!("{e} epochs"),
+                },
+            );
+        }
     }
 
     /// Checks everything the lsh crate can check before the input dimension is known: the
@@ -311,81 +285,176 @@ impl LshConfig {
     }
 }
 
-impl Warmup {
-    /// Checks that the warm-up draws at least one id for at least one step (or a positive
-    /// number of epochs).
-    pub fn validate(&self) -> Result<()> {
-        let fail = |reason: String| Err(crate::error::config_error("lsh", reason));
-        if self.random == 0 {
-            return fail("warmup.random must be at least 1 (no warm-up: leave it out)".into());
-        }
-        match self.length {
-            WarmupLength::Steps(0) => fail("warmup.length: steps must be at least 1".into()),
-            WarmupLength::Epochs(e) if !(e.is_finite() && e > 0.0) => fail(format!(
-                "warmup.length: epochs must be a positive number, got {e}"
-            )),
-            _ => Ok(()),
-        }
-    }
+/// [`LshConfig`] as a config file writes it (`[network.layers.lsh]`; see [`LshConfig`]),
+/// every key known (an unknown one is an error naming it). [`resolve`](Self::resolve) makes
+/// the config from it, once: a new setting is a field here and a line there.
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LshSpec {
+    family: FamilyKind,
+    /// `K`, `L`, `range_pow`: all three, or none (tuned from `budget` and the width).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    k: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    l: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    range_pow: Option<u32>,
+    /// [`DEFAULT_BUCKET_CAPACITY`] when left out, or tuned with `K`, `L`, `range_pow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bucket_capacity: Option<usize>,
+    #[serde(default)]
+    policy: BucketPolicy,
+    strategy: StrategyName,
+    /// [`Sampling::budget`], and top-k's `k`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    budget: Option<usize>,
+    /// The threshold strategy's `min_hits`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    min_hits: Option<u16>,
+    #[serde(default)]
+    min_active: usize,
+    #[serde(default)]
+    random_extra: usize,
+    #[serde(default)]
+    log_q: bool,
+    #[serde(default)]
+    shared_negatives: usize,
+    #[serde(default)]
+    shared_shift: f32,
+    #[serde(default)]
+    shared_pool: usize,
+    #[serde(default = "default_shared_refresh")]
+    shared_refresh: u64,
+    #[serde(default)]
+    center_queries: bool,
+    #[serde(default)]
+    picks: Picks,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    warmup: Option<Warmup>,
+}
 
-    /// Refuses a length still in epochs: what a layer is built from counts steps.
-    pub(crate) fn check_in_steps(&self) -> Result<()> {
-        match self.length {
-            WarmupLength::Steps(_) => Ok(()),
-            WarmupLength::Epochs(_) => Err(crate::error::config_error(
-                "lsh",
-                "a warm-up in epochs needs the epoch's length in steps first \
-                 (NetworkConfig::with_epoch_length)",
-            )),
-        }
-    }
+/// The name of a [`Strategy`] in a config file; its setting is `budget` or `min_hits`.
+#[cfg(feature = "serde")]
+#[derive(Clone, Copy, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum StrategyName {
+    Vanilla,
+    TopK,
+    Threshold,
+}
 
-    /// The same warm-up with a length in epochs turned into steps: `epochs` times
-    /// `steps_per_epoch`, rounded down, at least 1.
-    pub fn in_steps(self, steps_per_epoch: u64) -> Self {
-        let length = match self.length {
-            WarmupLength::Epochs(epochs) => {
-                WarmupLength::Steps(((epochs * steps_per_epoch as f64) as u64).max(1))
+#[cfg(feature = "serde")]
+fn default_shared_refresh() -> u64 {
+    DEFAULT_SHARED_REFRESH
+}
+
+#[cfg(feature = "serde")]
+impl LshSpec {
+    /// The config of a layer of `width` neurons (`None`: not known, so `k`, `l` and
+    /// `range_pow` must be given): the one place they are tuned from the budget
+    /// ([`slide_lsh::tune_for_budget`]).
+    pub(crate) fn resolve(self, width: Option<usize>) -> Result<LshConfig> {
+        let fail = |reason: &str| Err(crate::error::config_error("lsh", reason.to_string()));
+        let spec = self;
+        let (k, l, range_pow, budget, family) =
+            (spec.k, spec.l, spec.range_pow, spec.budget, spec.family);
+        let (params, bucket_capacity) = match (k, l, range_pow, budget, width) {
+            (Some(k), Some(l), Some(range_pow), _, _) => (
+                LshParams { k, l, range_pow },
+                spec.bucket_capacity.unwrap_or(DEFAULT_BUCKET_CAPACITY),
+            ),
+            (None, None, None, Some(budget), Some(width)) => {
+                let tuned = slide_lsh::tune_for_budget(width, budget, family.bits_per_code()?)?;
+                let capacity = spec.bucket_capacity.unwrap_or(tuned.bucket_capacity);
+                (tuned.params, capacity)
             }
-            steps => steps,
+            (None, None, None, None, _) => {
+                return fail("k, l and range_pow are tuned from budget, which is missing");
+            }
+            (None, None, None, Some(_), None) => {
+                return fail(
+                    "k, l and range_pow are tuned from budget and the layer's width: read \
+                     the layer's config, or give them",
+                );
+            }
+            _ => {
+                return fail("give all of k, l and range_pow, or none of them (tuned from budget)");
+            }
         };
-        Warmup { length, ..self }
+        let strategy = match (spec.strategy, budget, spec.min_hits) {
+            (StrategyName::Vanilla, _, _) => Strategy::Vanilla,
+            (StrategyName::TopK, Some(k), _) => Strategy::TopK { k },
+            (StrategyName::Threshold, _, Some(min_hits)) => Strategy::Threshold { min_hits },
+            (StrategyName::TopK, None, _) => return fail("strategy top-k needs budget (k)"),
+            (StrategyName::Threshold, _, None) => {
+                return fail("strategy threshold needs min_hits");
+            }
+        };
+        Ok(LshConfig {
+            family,
+            params,
+            bucket_capacity,
+            policy: spec.policy,
+            sampling: Sampling {
+                strategy,
+                budget,
+                min_active: spec.min_active,
+                random_extra: spec.random_extra,
+            },
+            log_q: spec.log_q,
+            shared_negatives: spec.shared_negatives,
+            shared_shift: spec.shared_shift,
+            shared_pool: spec.shared_pool,
+            shared_refresh: spec.shared_refresh,
+            center_queries: spec.center_queries,
+            picks: spec.picks,
+            warmup: spec.warmup,
+        })
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Activation, LayerConfig, Network, NetworkConfig, SlideError};
+#[cfg(feature = "serde")]
+impl TryFrom<LshSpec> for LshConfig {
+    type Error = crate::SlideError;
+    fn try_from(spec: LshSpec) -> Result<Self> {
+        spec.resolve(None)
+    }
+}
 
-    /// A warm-up in epochs becomes `epochs * steps_per_epoch` steps, rounded down, at least
-    /// 1 (the shipped half epoch of 157 steps is 78); a network is not built from one still
-    /// in epochs.
-    #[test]
-    fn a_warm_up_in_epochs_is_turned_into_steps_before_the_network_is_built() {
-        let warmup = |length| Warmup { random: 4, length };
-        let in_epochs = warmup(WarmupLength::Epochs(0.5));
-        assert_eq!(in_epochs.in_steps(157), warmup(WarmupLength::Steps(78)));
-        assert_eq!(in_epochs.in_steps(1), warmup(WarmupLength::Steps(1)));
-        assert_eq!(
-            warmup(WarmupLength::Steps(9)).in_steps(157),
-            warmup(WarmupLength::Steps(9))
-        );
-        let lsh = LshConfig {
-            warmup: Some(in_epochs),
-            ..Default::default()
+/// Every size given. Top-k's `k` is written as the budget: a `Sampling::budget` beside it,
+/// which top-k ignores, is not kept.
+#[cfg(feature = "serde")]
+impl From<LshConfig> for LshSpec {
+    fn from(config: LshConfig) -> Self {
+        let sampling = config.sampling;
+        let (strategy, budget, min_hits) = match sampling.strategy {
+            Strategy::Vanilla => (StrategyName::Vanilla, sampling.budget, None),
+            Strategy::TopK { k } => (StrategyName::TopK, Some(k), None),
+            Strategy::Threshold { min_hits } => {
+                (StrategyName::Threshold, sampling.budget, Some(min_hits))
+            }
         };
-        let layers = vec![LayerConfig::new(40, Activation::Softmax).sampled(lsh)];
-        let config = NetworkConfig::new(10, layers);
-        assert!(config.layers[0].validate().is_ok());
-        assert!(matches!(
-            Network::new(config.clone()),
-            Err(SlideError::InvalidConfig { .. })
-        ));
-        let resolved = config.with_epoch_length(157);
-        let lsh = resolved.layers[0].lsh.unwrap();
-        assert_eq!(lsh.warmup, Some(warmup(WarmupLength::Steps(78))));
-        assert_eq!(lsh.warmup_random_and_steps(), (4, 78));
-        Network::new(resolved).unwrap();
+        LshSpec {
+            family: config.family,
+            k: Some(config.params.k),
+            l: Some(config.params.l),
+            range_pow: Some(config.params.range_pow),
+            bucket_capacity: Some(config.bucket_capacity),
+            policy: config.policy,
+            strategy,
+            budget,
+            min_hits,
+            min_active: sampling.min_active,
+            random_extra: sampling.random_extra,
+            log_q: config.log_q,
+            shared_negatives: config.shared_negatives,
+            shared_shift: config.shared_shift,
+            shared_pool: config.shared_pool,
+            shared_refresh: config.shared_refresh,
+            center_queries: config.center_queries,
+            picks: config.picks,
+            warmup: config.warmup,
+        }
     }
 }

@@ -54,9 +54,11 @@ pub mod config;
 mod lsh;
 mod lsh_config;
 pub mod passes;
+mod picks;
 mod ranking;
 pub mod state;
 pub mod trace;
+mod warmup;
 
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -369,7 +371,7 @@ impl SparseLayer {
         match &self.lsh {
             Some(lsh) => lsh
                 .tables
-                .max_sampled(&lsh.sampling, forced + lsh.shared_negatives),
+                .max_sampled(&lsh.sampling, forced + lsh.config.shared_negatives),
             None => self.out_dim,
         }
     }
@@ -382,10 +384,14 @@ impl SparseLayer {
             buffers: self.lsh.as_ref().map(|lsh| QueryBuffers {
                 codes: CodeBuffer::for_family(&lsh.family),
                 query: QueryScratch::for_tables(&lsh.tables),
-                forced: Vec::with_capacity(1024 + lsh.shared_negatives),
+                forced: Vec::with_capacity(1024 + lsh.config.shared_negatives),
                 pool_logits: Vec::with_capacity(lsh.shared_len),
                 pool_keys: Vec::with_capacity(lsh.shared_len),
-                centered: Vec::with_capacity(if lsh.center_queries { self.in_dim } else { 0 }),
+                centered: Vec::with_capacity(if lsh.config.center_queries {
+                    self.in_dim
+                } else {
+                    0
+                }),
             }),
             shape: (self.in_dim, self.out_dim),
         }

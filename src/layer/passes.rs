@@ -101,12 +101,12 @@ impl SparseLayer {
                 &mut b.query,
                 &mut trace.active,
             )?;
-            if mode == Mode::Train && lsh.exact_picks {
+            if mode == Mode::Train && lsh.config.picks == super::config::Picks::Exact {
                 self.replace_picks_with_exact(input, &mut trace.sources, &mut trace.active);
             }
             let labels = if mode == Mode::Train { forced.len() } else { 0 };
             trace.shared = trace.sources.forced.saturating_sub(labels);
-            if mode == Mode::Train && lsh.log_q {
+            if mode == Mode::Train && lsh.config.log_q {
                 (trace.shift_from, trace.logit_shift) =
                     log_q_shift(self.out_dim, &trace.sources, lsh.sampling.random_extra > 0);
             }
@@ -171,7 +171,7 @@ impl SparseLayer {
                         .for_each(|z| *z += shift);
                     // The shared negatives, right after the labels among the forced ids, get
                     // `shared_shift` of the shift (see `LshConfig::shared_shift`).
-                    let fraction = self.lsh.as_ref().map_or(0.0, |l| l.shared_shift);
+                    let fraction = self.lsh.as_ref().map_or(0.0, |l| l.config.shared_shift);
                     let (shared, forced) = (fraction * shift, trace.sources.forced);
                     if shared != 0.0 {
                         trace.out[forced - trace.shared..forced]
@@ -309,7 +309,7 @@ impl SparseLayer {
                 .zip(&lsh.shared)
                 .map(|(&z, &j)| rank_key(z, j)),
         );
-        let take = lsh.shared_negatives.min(keys.len());
+        let take = lsh.config.shared_negatives.min(keys.len());
         if take < keys.len() {
             keys.select_nth_unstable(take);
         }

@@ -271,7 +271,7 @@ fn run() -> Result<(), String> {
         "\"{}\",{},{},{},{},{},{:.0},{:.4},{:.4},{:.0},{:.0},{},{:.0},{:.0},{},{:.2},{:.0},{:.2},{:.2},{:.0},{},{},{}",
         cpu_name(),
         o.label,
-        cfg.network.layers.last().map_or(0, |l| l.size),
+        cfg.network.layers.last().map_or(0, |l| l.out_dim),
         train_samples,
         o.epochs,
         o.threads,

@@ -207,7 +207,7 @@ impl HashFamily for Wta {
         Ok(self.combiner.combine(buf))
     }
 
-    /// Hashes [`LANES`] rows at a time: their coordinates are transposed into a small
+    /// Hashes `LANES` rows at a time: their coordinates are transposed into a small
     /// coordinate-major block (zeros replaced by `-inf`, which never wins), so each bin's
     /// running maximum over its positions is one select per position for all the rows at
     /// once, kept in registers, where [`hash`](Self::hash) gathers every slot of every bin

@@ -1,7 +1,7 @@
 //! Checkpoints: the network's tensors in safetensors format (readable from Python with
 //! `safetensors.numpy.load_file`), the run's position and identity in its metadata, a
 //! checksum over all tensor bytes, written atomically (temporary file in the same folder,
-//! fsync, rename, fsync of the folder). [`save`] does it all; [`write`] and
+//! fsync, rename, fsync of the folder). [`save`] does it all; [`write`](fn@write) and
 //! [`Unsynced::finish`] split it, so that the trainer syncs and renames a checkpoint while
 //! it trains on.
 //!
@@ -95,7 +95,7 @@ pub fn save(
 }
 
 /// A checkpoint written to its temporary file but not yet synced or renamed: what
-/// [`write`] returns and [`Unsynced::finish`] completes. The trainer finishes it on another
+/// [`write`](fn@write) returns and [`Unsynced::finish`] completes. The trainer finishes it on another
 /// thread while training goes on (the network is no longer read), so that the disk's
 /// write-back overlaps the next steps instead of stalling them.
 #[derive(Debug)]

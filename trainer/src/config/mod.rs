@@ -14,8 +14,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 pub use sections::{
-    CheckpointConfig, DataConfig, DataFormat, EvalMode, LayerSection, LogConfig, LshSection,
-    NetworkSection, StrategyName, TrainConfig,
+    CheckpointConfig, DataConfig, DataFormat, EvalMode, LogConfig, NetworkSection, TrainConfig,
 };
 
 /// A whole config file.

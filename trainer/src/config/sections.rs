@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
-use slide::lsh::BucketPolicy;
-use slide::{Activation, BiasCorrection, EvalPrecision, Precision, WeightLayout};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use slide::{BiasCorrection, EvalPrecision, LayerConfig};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -81,116 +81,24 @@ pub struct DataConfig {
 #[serde(deny_unknown_fields)]
 /// `[network]`.
 pub struct NetworkSection {
-    /// The layers, input side first; the last one's size is the label count.
-    pub layers: Vec<LayerSection>,
+    /// The layers, input side first; the last one's size is the label count. Each is the
+    /// core's [`LayerConfig`] read from `[[network.layers]]` (its serde form: `size`,
+    /// `activation`, ..., `[network.layers.lsh]`), its LSH table sizes resolved as it is
+    /// read; errors name the layer.
+    #[serde(deserialize_with = "layers_in_place")]
+    pub layers: Vec<LayerConfig>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-/// `[[network.layers]]`.
-pub struct LayerSection {
-    /// Number of neurons.
-    pub size: usize,
-    /// Non-linearity.
-    pub activation: Activation,
-    #[serde(default)]
-    /// Weight storage.
-    pub layout: WeightLayout,
-    /// How the weights are drawn: `"glorot"` (default), `"fan-in"` (PyTorch's Linear),
-    /// `{ normal = { std = 1.0 } }` or `{ uniform = { bound = 0.003 } }` (the core's type).
-    #[serde(default)]
-    pub init: slide::Init,
-    /// LSH sampling; absent: every neuron is active.
-    pub lsh: Option<LshSection>,
-    /// How the weights' Adam moments are stored: `f32` (default) or `bf16` (stochastic
-    /// rounding; a third less memory traffic in the update of a wide layer).
-    #[serde(default)]
-    pub moments: Precision,
-    /// How the weights are stored: `f32` (default) or `bf16` (stochastic rounding; needs
-    /// `moments = "bf16"`; a quarter less memory traffic in the update and half in the
-    /// forward pass of a wide sampled layer).
-    #[serde(default)]
-    pub weights: Precision,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-/// How active neurons are chosen from the buckets.
-pub enum StrategyName {
-    /// The union of the L buckets from a random first table, up to the budget.
-    Vanilla,
-    /// The `budget` neurons found in the most buckets.
-    TopK,
-    /// Neurons found in at least `min_hits` buckets.
-    Threshold,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-/// `[network.layers.lsh]`.
-pub struct LshSection {
-    /// Hash family with its settings (the lsh crate's type: `{ dwta = { bin_size = 8 } }`,
-    /// `{ simhash = { sparse = { density = 0.33 } } }`, ...).
-    pub family: slide::lsh::FamilyKind,
-    /// Hash functions concatenated per table (K). With `l` and `range_pow` left out too,
-    /// all three and the bucket capacity are tuned from `budget` and the layer's width.
-    pub k: Option<usize>,
-    /// Number of tables (L).
-    pub l: Option<usize>,
-    /// log2 of the buckets per table.
-    pub range_pow: Option<u32>,
-    /// Entries a bucket holds (default 128, or tuned with the rest).
-    pub bucket_capacity: Option<usize>,
-    #[serde(default)]
-    /// What a full bucket does.
-    pub policy: BucketPolicy,
-    /// How active neurons are chosen.
-    pub strategy: StrategyName,
-    /// Most neurons the strategy selects (top-k's k).
-    pub budget: Option<usize>,
-    /// Threshold strategy: tables a neuron must be found in.
-    pub min_hits: Option<u16>,
-    /// Random fill up to this many active neurons.
-    #[serde(default)]
-    pub min_active: usize,
-    /// Output layer: the sampled-softmax (log-Q) correction in training.
-    #[serde(default)]
-    pub log_q: bool,
-    /// Neurons scoring highest for the batch's mean input, active for every sample.
-    #[serde(default)]
-    pub shared_negatives: usize,
-    /// With `log_q`, the fraction (0 to 1) of the log-Q shift the shared negatives get.
-    #[serde(default)]
-    pub shared_shift: f32,
-    /// Keep this many outputs that score highest for the batch's mean input and give each
-    /// sample the `shared_negatives` of them that score highest for its own input (see
-    /// `slide::LshConfig::shared_pool`). 0: the same shared negatives for every sample.
-    #[serde(default)]
-    pub shared_pool: usize,
-    /// Training steps between two scorings of every output for the batch's mean input,
-    /// which choose the shared negatives or their pool (see
-    /// `slide::LshConfig::shared_refresh`).
-    #[serde(default = "default_shared_refresh")]
-    pub shared_refresh: u64,
-    /// Hash each input minus the mean input of a recent batch.
-    #[serde(default)]
-    pub center_queries: bool,
-    /// This many uniformly random outputs join each training sample's active set after the
-    /// tables' picks (the core's `Sampling::random_extra`). With `log_q`, the tables' picks
-    /// are then scored as themselves and the random ids stand for the rest of the outputs
-    /// (see `slide::LshConfig::log_q`).
-    #[serde(default)]
-    pub random_extra: usize,
-    /// Where the picks come from: the tables (default) or, as ablations, `uniform` (the
-    /// budget's worth of uniformly random ids; no tables are built or queried) or `exact`
-    /// (slow: each training sample's highest-scoring outputs, every output scored; see
-    /// `slide::Picks`).
-    #[serde(default)]
-    pub picks: slide::Picks,
-    /// A warm-up of uniformly random outputs (`[network.layers.lsh.warmup]`, the core's
-    /// `Warmup`: `random` and `length = { steps = N }` or `{ epochs = E }`; epochs become
-    /// steps once the data is loaded, see [`Config::network`](super::Config::network)).
-    pub warmup: Option<slide::Warmup>,
+/// The layers of `[network]`, each read on its own so that an error names its place.
+fn layers_in_place<'de, D: Deserializer<'de>>(layers: D) -> Result<Vec<LayerConfig>, D::Error> {
+    Vec::<toml::Value>::deserialize(layers)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, layer)| {
+            LayerConfig::deserialize(layer)
+                .map_err(|e| D::Error::custom(format!("network.layers[{i}]: {e}")))
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -322,10 +230,6 @@ impl TrainConfig {
             warmup_steps: self.warmup_steps,
         }
     }
-}
-
-fn default_shared_refresh() -> u64 {
-    slide::layer::DEFAULT_SHARED_REFRESH
 }
 
 fn default_epochs() -> usize {

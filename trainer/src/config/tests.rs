@@ -46,7 +46,7 @@ fn overrides_reach_tables_and_list_entries() {
     )
     .unwrap();
     assert_eq!(config.train.lr, 0.5);
-    assert_eq!(config.network.layers[0].size, 77);
+    assert_eq!(config.network.layers[0].out_dim, 77);
     assert_eq!(config.data.dir.as_deref(), Some(Path::new("elsewhere")));
     let err = load(&path, &["network.layers.x.size=1".into()])
         .unwrap_err()
@@ -312,4 +312,41 @@ fn a_memory_config_reads_the_core_type_and_refuses_layers_beside_it() {
     let both = format!("{data}[memory]\n[[network.layers]]\nsize = 4\nactivation = \"softmax\"\n");
     let both = parse(&both, path, &[]).unwrap_err();
     assert!(format!("{both:#}").contains("not both"), "{both:#}");
+}
+
+/// `[[network.layers]]` and `[network.layers.lsh]` are read straight into the core's
+/// `LayerConfig` and `LshConfig`: an unknown key, sizes half given or a strategy without its
+/// setting is refused naming the layer, and sizes left out are tuned from the budget and the
+/// layer's width as the layer is read.
+#[test]
+fn layers_are_the_cores_types() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
+    let tuned = load(&path, &[]).unwrap().network.layers[1].lsh.unwrap();
+    let expected = slide::lsh::tune_for_budget(670_091, 256, 3).unwrap();
+    assert_eq!(
+        (tuned.params, tuned.bucket_capacity),
+        (expected.params, expected.bucket_capacity)
+    );
+    for (set, expected) in [
+        ("lsh.bogus=1", "network.layers[1]: unknown field `bogus`"),
+        ("bogus=1", "network.layers[1]: unknown field `bogus`"),
+        (
+            "lsh.k=4",
+            "network.layers[1]: invalid configuration of lsh: give all of k, l and range_pow, \
+             or none of them (tuned from budget)",
+        ),
+        (
+            "lsh.strategy=\"threshold\"",
+            "network.layers[1]: invalid configuration of lsh: strategy threshold needs min_hits",
+        ),
+    ] {
+        let err = load(&path, &[format!("network.layers.1.{set}")]).unwrap_err();
+        assert!(format!("{err:#}").contains(expected), "{set}: {err:#}");
+    }
+    // Read alone, an LSH table has no width to tune its sizes for.
+    let lsh: toml::Table =
+        toml::from_str("family = { dwta = { bin_size = 8 } }\nstrategy = \"top-k\"\nbudget = 64")
+            .unwrap();
+    let err = slide::LshConfig::deserialize(lsh).unwrap_err().to_string();
+    assert!(err.contains("the layer's width"), "{err}");
 }

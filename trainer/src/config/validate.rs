@@ -2,8 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::network::layer_config;
-use super::{Config, DataFormat, StrategyName};
+use super::{Config, DataFormat};
 
 impl Config {
     /// Every check that can be made without reading the data.
@@ -59,31 +58,15 @@ impl Config {
         {
             bail!("data.features and data.labels are needed for the libsvm format");
         }
+        // The core's checks, once, without the data (a warm-up may still be in epochs): the
+        // LSH settings named as such, then the rest of the layer.
         for (i, layer) in self.network.layers.iter().enumerate() {
             if let Some(lsh) = &layer.lsh {
-                lsh.resolve(layer.size)
-                    .with_context(|| format!("network.layers[{i}].lsh"))?;
-                if lsh.picks == slide::Picks::Uniform && lsh.budget.is_none() {
-                    bail!("network.layers[{i}].lsh: picks = \"uniform\" needs budget");
-                }
-                match lsh.strategy {
-                    StrategyName::TopK if lsh.budget.is_none() => {
-                        bail!("network.layers[{i}].lsh: strategy top-k needs budget (k)")
-                    }
-                    StrategyName::Threshold if lsh.min_hits.is_none() => {
-                        bail!("network.layers[{i}].lsh: strategy threshold needs min_hits")
-                    }
-                    _ => {}
-                }
-            }
-            // The core's checks, once, without the data (a warm-up may still be in epochs):
-            // the LSH settings named as such, then the rest of the layer.
-            let core = layer_config(layer);
-            if let Some(lsh) = &core.lsh {
-                lsh.validate(core.out_dim)
+                lsh.validate(layer.out_dim)
                     .with_context(|| format!("network.layers[{i}].lsh"))?;
             }
-            core.validate()
+            layer
+                .validate()
                 .with_context(|| format!("network.layers[{i}]"))?;
         }
         Ok(())

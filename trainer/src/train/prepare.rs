@@ -72,7 +72,7 @@ pub(crate) fn prepare(config: &Config, restoring: bool, log: Log) -> Result<Prep
     let started = Instant::now();
     let loaded = data::load(&config.data).map_err(input)?;
     let (features, labels) = (loaded.features, loaded.labels);
-    let last = config.network.layers.last().expect("validated").size;
+    let last = config.network.layers.last().expect("validated").out_dim;
     if last != labels {
         return Err(input(anyhow!(
             "the last layer has {last} neurons but the data has {labels} labels"

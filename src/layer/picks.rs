@@ -1,0 +1,60 @@
+//! Where a sampled layer's picks come from: the tables, or an ablation ([`Picks`]), and the
+//! sampling the layer then runs.
+
+use slide_lsh::{Sampling, Strategy};
+
+use super::lsh_config::LshConfig;
+
+/// Where a sampled layer's per-sample picks (the active ids beyond the forced labels, the
+/// shared negatives and the random ones) come from. [`Tables`](Self::Tables) is the
+/// product; the other two are ablations that measure what the tables add or could add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case")
+)]
+pub enum Picks {
+    /// The hash tables, queried with [`LshConfig::sampling`].
+    #[default]
+    Tables,
+    /// Ablation: nothing from the tables; the sampling's budget (top-k's `k`) in uniformly
+    /// random ids instead, on top of its `random_extra`: uniform negative sampling at the same
+    /// budget, to measure what LSH adds. The layer then neither builds its tables nor hashes
+    /// queries, so its time is a uniform sampler's (the shared negatives are still picked).
+    /// Needs a budget.
+    Uniform,
+    /// Ablation, slow: in training, the tables' picks are replaced by the same number of the
+    /// sample's highest-scoring neurons outside the forced ids (every neuron scored for
+    /// every sample): the picks perfect retrieval would make, to measure what better tables
+    /// could buy. Sources, log-Q and everything else stay as the tables left them.
+    Exact,
+}
+
+impl LshConfig {
+    /// The sampling's budget: top-k's `k`, or [`Sampling::budget`] (0 when unset).
+    pub(crate) fn budget(&self) -> usize {
+        match self.sampling.strategy {
+            Strategy::TopK { k } => k,
+            _ => self.sampling.budget.unwrap_or(0),
+        }
+    }
+
+    /// The sampling the layer runs: [`sampling`](Self::sampling), or with
+    /// [`Picks::Uniform`] one that takes nothing from the tables (top-k becomes vanilla,
+    /// the budget 0) and draws the budget's worth of random ids on top of `random_extra`.
+    pub fn effective_sampling(&self) -> Sampling {
+        match self.picks {
+            Picks::Uniform => Sampling {
+                strategy: match self.sampling.strategy {
+                    Strategy::TopK { .. } => Strategy::Vanilla,
+                    other => other,
+                },
+                budget: Some(0),
+                random_extra: self.sampling.random_extra + self.budget(),
+                ..self.sampling
+            },
+            Picks::Tables | Picks::Exact => self.sampling,
+        }
+    }
+}

@@ -3,13 +3,16 @@
 //! outgoing connections are the sample's labels. A query activates the
 //! [`neighbours`](MemoryConfig::neighbours) units with the largest inner product (the
 //! cosine of the two inputs), and each active unit adds `cosine^power` to each of its
-//! labels: the labels of the nearest training samples, by vote.
+//! labels: the labels of the nearest training samples, by vote. With
+//! [`centroids`](MemoryConfig::centroids) each voted label is then scored by the cosine of
+//! the query with the label's centroid (the sum of its samples' units, at unit length) plus
+//! [`vote_weight`](MemoryConfig::vote_weight) times its votes: the neighbours say which
+//! labels to consider, the centroids how well the query matches each of them.
 //!
 //! The layer is as wide as the training set, and it is cheap because a query computes only
 //! the units that share a feature with it: [`Memory::neighbours`] walks the feature-major
 //! copy of the weights (an inverted index), so a query costs the summed length of its
-//! features' columns, not the width. With [`MemoryLsh`] tables over the units' weights pick
-//! the candidates instead (SLIDE's selection: [`Memory::neighbours_lsh`]).
+//! features' columns, not the width, and only the voted labels' centroids.
 //!
 //! Built in one pass over the training set ([`Memory::build`]), it needs no gradient
 //! steps. On `gen-data` data, whose labels each have a prototype of features, it is the
@@ -25,8 +28,9 @@ use slide_lsh::Vector;
 use crate::data::Examples;
 use crate::error::{Result, SlideError};
 
-/// Settings of a [`Memory`]. In TOML (`[memory]`): `neighbours = 10`, `power = 1.0`,
-/// `idf = true`; each key left out takes the default.
+/// Settings of a [`Memory`]. In TOML (`[memory]`): `neighbours = 50`, `power = 1.0`,
+/// `idf = true`, `centroids = true`, `vote_weight = 0.5`, `centroid_features = 128`; each
+/// key left out takes the default.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(
     feature = "serde",
@@ -43,16 +47,30 @@ pub struct MemoryConfig {
     /// (`n` training samples, `df` of them with the feature) before scaling to unit length:
     /// rare features, which say more about the labels, count for more.
     pub idf: bool,
+    /// Score each voted label by the cosine of the query with the label's centroid plus
+    /// [`vote_weight`](Self::vote_weight) times its votes (`false`: by its votes alone).
+    pub centroids: bool,
+    /// With [`centroids`](Self::centroids), what a label's votes count for beside its
+    /// centroid's cosine.
+    pub vote_weight: f32,
+    /// Each centroid keeps only its this many largest weights (0: all), as label trees
+    /// prune their classifiers' small weights: a frequent label's centroid otherwise holds
+    /// every feature of every one of its samples, and scoring it costs as much.
+    pub centroid_features: usize,
 }
 
 impl Default for MemoryConfig {
-    /// 10 neighbours, power 1, IDF: the best of the settings measured on `gen-data` data
-    /// at 100,000 and 670,091 labels (docs/label-trees.md).
+    /// 50 neighbours, power 1, IDF, centroids of 128 features with votes at half weight:
+    /// ahead of label trees in P@1, P@3 and P@5 at every size measured on `gen-data` data
+    /// (docs/label-trees.md, "A layer of training samples").
     fn default() -> Self {
         MemoryConfig {
-            neighbours: 10,
+            neighbours: 50,
             power: 1.0,
             idf: true,
+            centroids: true,
+            vote_weight: 0.5,
+            centroid_features: 128,
         }
     }
 }
@@ -71,6 +89,12 @@ impl MemoryConfig {
             return Err(invalid(format!(
                 "power must be between 0 and 16, not {}",
                 self.power
+            )));
+        }
+        if !(self.vote_weight.is_finite() && self.vote_weight >= 0.0) {
+            return Err(invalid(format!(
+                "vote_weight must be a number of at least 0, not {}",
+                self.vote_weight
             )));
         }
         Ok(())
@@ -157,6 +181,9 @@ pub struct Memory {
     columns: Compressed,
     /// Per unit, its labels (the outgoing connections).
     labels: Compressed,
+    /// Per label, the sum of its units' weights at unit length (empty without
+    /// [`MemoryConfig::centroids`]; rebuilt, not saved).
+    centroids: Compressed,
 }
 
 impl Memory {
@@ -222,6 +249,7 @@ impl Memory {
             values,
         };
         let columns = units.transposed(input_dim);
+        let centroids = label_centroids(&units, &labels, num_labels, input_dim, config);
         Ok(Memory {
             config,
             input_dim,
@@ -230,6 +258,7 @@ impl Memory {
             units,
             columns,
             labels,
+            centroids,
         })
     }
 
@@ -261,7 +290,11 @@ impl Memory {
     /// Bytes the weights, the inverted index and the labels take.
     pub fn bytes(&self) -> usize {
         let part = |c: &Compressed| c.offsets.len() * 8 + c.ids.len() * 4 + c.values.len() * 4;
-        part(&self.units) + part(&self.columns) + part(&self.labels) + self.input_dim * 4
+        part(&self.units)
+            + part(&self.columns)
+            + part(&self.labels)
+            + part(&self.centroids)
+            + self.input_dim * 4
     }
 }
 
@@ -358,6 +391,7 @@ impl Memory {
             return Err(bad("label_offsets"));
         }
         let columns = units.transposed(input_dim);
+        let centroids = label_centroids(&units, &labels, num_labels, input_dim, config);
         Ok(Memory {
             config,
             input_dim,
@@ -366,6 +400,7 @@ impl Memory {
             units,
             columns,
             labels,
+            centroids,
         })
     }
 }
@@ -426,6 +461,104 @@ fn push_nonzeros(
     Ok(())
 }
 
+/// Per label, the sum of the rows of `units` that carry it, scaled to unit length (labels
+/// without a unit get an empty row); no rows at all unless `config.centroids`. Labels go
+/// through in parallel chunks, each summing into a dense row of `input_dim`.
+fn label_centroids(
+    units: &Compressed,
+    labels: &Compressed,
+    num_labels: usize,
+    input_dim: usize,
+    config: MemoryConfig,
+) -> Compressed {
+    if !config.centroids {
+        return Compressed {
+            offsets: vec![0],
+            ..Default::default()
+        };
+    }
+    let by_label = labels.transposed(num_labels);
+    let ids: Vec<u32> = (0..num_labels as u32).collect();
+    let chunks: Vec<Compressed> = ids
+        .par_chunks(4096)
+        .map(|chunk| {
+            let mut sum = vec![0f32; input_dim];
+            let mut touched = Vec::new();
+            let mut rows = Compressed {
+                offsets: vec![0],
+                ..Default::default()
+            };
+            for &label in chunk {
+                for &unit in by_label.row(label as usize).0 {
+                    let (features, values) = units.row(unit as usize);
+                    for (&f, &v) in features.iter().zip(values) {
+                        if sum[f as usize] == 0.0 {
+                            touched.push(f);
+                        }
+                        sum[f as usize] += v;
+                    }
+                }
+                touched.sort_unstable();
+                let start = rows.ids.len();
+                for &f in &touched {
+                    if sum[f as usize] != 0.0 {
+                        rows.ids.push(f);
+                        rows.values.push(sum[f as usize]);
+                    }
+                    sum[f as usize] = 0.0;
+                }
+                touched.clear();
+                normalise(&mut rows.values[start..]);
+                keep_largest(&mut rows, start, config.centroid_features);
+                rows.offsets.push(rows.ids.len());
+            }
+            rows
+        })
+        .collect();
+    let mut all = Compressed {
+        offsets: vec![0],
+        ..Default::default()
+    };
+    for chunk in chunks {
+        let base = all.ids.len();
+        all.offsets
+            .extend(chunk.offsets[1..].iter().map(|&o| o + base));
+        all.ids.extend(chunk.ids);
+        all.values.extend(chunk.values);
+    }
+    all
+}
+
+/// Keeps the `cap` largest values (ties: the lower feature) of the row that starts at
+/// `start` at the end of `rows`, in feature order; `cap` 0 keeps all.
+fn keep_largest(rows: &mut Compressed, start: usize, cap: usize) {
+    if cap == 0 || rows.ids.len() - start <= cap {
+        return;
+    }
+    let mut row: Vec<(f32, u32)> = rows.values[start..]
+        .iter()
+        .zip(&rows.ids[start..])
+        .map(|(&v, &f)| (v, f))
+        .collect();
+    row.select_nth_unstable_by_key(cap - 1, |&(v, f)| crate::layer::rank_key(v, f));
+    row.truncate(cap);
+    row.sort_unstable_by_key(|&(_, f)| f);
+    rows.ids.truncate(start);
+    rows.values.truncate(start);
+    for (v, f) in row {
+        rows.ids.push(f);
+        rows.values.push(v);
+    }
+}
+
+/// Scales `values` to unit length (zeros stay zero).
+fn normalise(values: &mut [f32]) {
+    let norm = values.iter().map(|v| v * v).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        values.iter_mut().for_each(|v| *v /= norm);
+    }
+}
+
 /// `ln((1 + n) / (1 + df))` per feature, `n` rows, `df` of them with the feature.
 fn inverse_document_frequency(rows: &Compressed, input_dim: usize) -> Vec<f32> {
     let mut df = vec![0u32; input_dim];
@@ -444,10 +577,7 @@ fn weigh_and_normalise(values: &mut [f32], ids: &[u32], feature_weights: &[f32])
     for (v, &f) in values.iter_mut().zip(ids) {
         *v *= feature_weights[f as usize];
     }
-    let norm = values.iter().map(|v| v * v).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        values.iter_mut().for_each(|v| *v /= norm);
-    }
+    normalise(values);
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@ pub struct MemoryScratch {
     voted: Vec<u32>,
     /// Per label, whether it is in `voted`.
     is_voted: Vec<bool>,
+    /// The query as a dense vector (zero outside its features), for the centroids.
+    dense_query: Vec<f32>,
 }
 
 impl MemoryScratch {
@@ -56,8 +58,10 @@ impl Memory {
         Ok(scratch.active.iter().map(|&(z, u)| (u, z)).collect())
     }
 
-    /// The 5 labels that get the most votes from `x`'s active units (ties: the lower
-    /// label), as `(label, votes)` pairs, best first: what a deployed memory answers.
+    /// The 5 best-scoring labels of those `x`'s active units vote for (ties: the lower
+    /// label), as `(label, score)` pairs, best first: what a deployed memory answers. The
+    /// score is the votes, or with [`centroids`](super::MemoryConfig::centroids) the cosine
+    /// with the label's centroid plus `vote_weight` times the votes.
     pub fn predict_one(
         &self,
         x: Vector<'_>,
@@ -130,7 +134,7 @@ impl Memory {
         Ok(stats)
     }
 
-    /// Scores the active units' votes and keeps the 5 best labels.
+    /// Scores the labels the active units vote for and keeps the 5 best.
     fn top5(&self, x: Vector<'_>, sample: usize, scratch: &mut MemoryScratch) -> Result<Top5> {
         self.activate(x, sample, scratch)?;
         let MemoryScratch {
@@ -165,8 +169,42 @@ impl Memory {
             }
         }
         let mut top = Top5::EMPTY;
-        for &label in voted.iter() {
-            top.offer(votes[label as usize], label);
+        if !self.config.centroids {
+            for &label in voted.iter() {
+                top.offer(votes[label as usize], label);
+            }
+            return Ok(top);
+        }
+        let MemoryScratch {
+            query, dense_query, ..
+        } = scratch;
+        if dense_query.len() != self.input_dim {
+            *dense_query = vec![0.0; self.input_dim];
+        }
+        for &(f, q) in query.iter() {
+            dense_query[f as usize] = q;
+        }
+        let weight = self.config.vote_weight;
+        for &label in scratch.voted.iter() {
+            let (features, values) = self.centroids.row(label as usize);
+            // A frequent label's centroid has thousands of features: look the query's few
+            // up in it (its features are sorted) instead of walking it.
+            let cosine: f32 = if features.len() > 16 * query.len() {
+                query
+                    .iter()
+                    .filter_map(|&(f, q)| features.binary_search(&f).ok().map(|i| q * values[i]))
+                    .sum()
+            } else {
+                features
+                    .iter()
+                    .zip(values)
+                    .map(|(&f, &c)| c * dense_query[f as usize])
+                    .sum()
+            };
+            top.offer(cosine + weight * scratch.votes[label as usize], label);
+        }
+        for &(f, _) in query.iter() {
+            dense_query[f as usize] = 0.0;
         }
         Ok(top)
     }

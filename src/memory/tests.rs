@@ -15,6 +15,8 @@ fn plain(neighbours: usize) -> MemoryConfig {
         neighbours,
         power: 1.0,
         idf: false,
+        centroids: false,
+        ..MemoryConfig::default()
     }
 }
 
@@ -188,4 +190,66 @@ fn arrays_round_trip_and_damage_is_refused() {
     let mut short = owned;
     short.unit_offsets.pop();
     assert!(Memory::from_arrays(MemoryConfig::default(), 6, 4, short).is_err());
+}
+
+/// With centroids a voted label scores the cosine of the query with its centroid plus
+/// `vote_weight` times its votes. Label 0 is carried by samples 0 and 2, whose unit rows are
+/// (1, 1, 0, 0) / sqrt(2) and (0, 1, 1, 0) / sqrt(2): their sum (1, 2, 1, 0) / sqrt(2) at unit
+/// length is (1, 2, 1, 0) / sqrt(6). The query (0, 1, 0, 0) has cosine 1 / sqrt(2) with both
+/// samples, so label 0 gets votes 2 / sqrt(2) and scores 2 / sqrt(6) + 0.5 * sqrt(2); label 1
+/// (sample 2 only) gets 1 / sqrt(2) and scores 1 / sqrt(2) + 0.5 / sqrt(2). A cap of 1 feature
+/// keeps only the centroid's 2 / sqrt(6).
+#[test]
+fn centroids_score_the_voted_labels() {
+    let mut train = SparseExamples::new();
+    train.push(&[0, 1], &[1.0, 1.0], &[0]);
+    train.push(&[3], &[1.0], &[2]);
+    train.push(&[1, 2], &[1.0, 1.0], &[0, 1]);
+    let with_centroids = |cap| MemoryConfig {
+        neighbours: 3,
+        idf: false,
+        centroids: true,
+        vote_weight: 0.5,
+        centroid_features: cap,
+        ..MemoryConfig::default()
+    };
+    let query = Vector::Sparse {
+        indices: &[1],
+        values: &[1.0],
+    };
+    let memory = Memory::build(&train, 4, 3, with_centroids(0)).unwrap();
+    let top = memory
+        .predict_one(query, 0, &mut MemoryScratch::new())
+        .unwrap();
+    let (r2, r6) = (2f32.sqrt(), 6f32.sqrt());
+    assert_eq!(top.len(), 2, "label 2's sample shares no feature");
+    assert_eq!(top[0].0, 0);
+    assert!((top[0].1 - (2.0 / r6 + 0.5 * r2)).abs() < 1e-6, "{top:?}");
+    assert_eq!(top[1].0, 1);
+    assert!((top[1].1 - 1.5 / r2).abs() < 1e-6, "{top:?}");
+    let capped = Memory::build(&train, 4, 3, with_centroids(1)).unwrap();
+    let top = capped
+        .predict_one(query, 0, &mut MemoryScratch::new())
+        .unwrap();
+    assert!(
+        (top[0].1 - (2.0 / r6 + 0.5 * r2)).abs() < 1e-6,
+        "feature 1 is the largest"
+    );
+    // Label 1's centroid is sample 2's row; capped to 1 feature it keeps feature 1 (the
+    // lower of two equal weights), so its score is unchanged too.
+    assert!((top[1].1 - 1.5 / r2).abs() < 1e-6, "{top:?}");
+    // Feature 0 is cut from label 0's capped centroid: the query (1, 0, 0, 0) (cosine
+    // 1 / sqrt(2) with sample 0) scores 1 / sqrt(6) + 0.5 / sqrt(2) in full, 0.5 / sqrt(2) capped.
+    let first = Vector::Sparse {
+        indices: &[0],
+        values: &[1.0],
+    };
+    let full = memory
+        .predict_one(first, 0, &mut MemoryScratch::new())
+        .unwrap();
+    assert!((full[0].1 - (1.0 / r6 + 0.5 / r2)).abs() < 1e-6, "{full:?}");
+    let cut = capped
+        .predict_one(first, 0, &mut MemoryScratch::new())
+        .unwrap();
+    assert!((cut[0].1 - 0.5 / r2).abs() < 1e-6, "{cut:?}");
 }

@@ -18,9 +18,16 @@
 //! steps. On `gen-data` data, whose labels each have a prototype of features, it is the
 //! most accurate model slide has: docs/label-trees.md, "A layer of training samples".
 
+mod arrays;
+mod centroids;
+mod compressed;
 mod search;
 
+pub use arrays::{MemoryArrays, MemoryArraysOwned, MemoryArraysRef};
 pub use search::MemoryScratch;
+
+use centroids::label_centroids;
+use compressed::{Compressed, normalise};
 
 use rayon::prelude::*;
 use slide_lsh::Vector;
@@ -98,54 +105,6 @@ impl MemoryConfig {
             )));
         }
         Ok(())
-    }
-}
-
-/// Rows in compressed form: row `r`'s entries are `ids[offsets[r]..offsets[r + 1]]` with
-/// the matching `values`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Compressed {
-    pub(crate) offsets: Vec<usize>,
-    pub(crate) ids: Vec<u32>,
-    pub(crate) values: Vec<f32>,
-}
-
-impl Compressed {
-    pub(crate) fn row(&self, r: usize) -> (&[u32], &[f32]) {
-        let range = self.offsets[r]..self.offsets[r + 1];
-        (&self.ids[range.clone()], &self.values[range])
-    }
-
-    pub(crate) fn rows(&self) -> usize {
-        self.offsets.len() - 1
-    }
-
-    /// The nonzero entries column by column (`columns` columns), row ids in ascending order.
-    fn transposed(&self, columns: usize) -> Compressed {
-        let mut offsets = vec![0usize; columns + 1];
-        for (&c, &v) in self.ids.iter().zip(&self.values) {
-            offsets[c as usize + 1] += usize::from(v != 0.0);
-        }
-        for c in 0..columns {
-            offsets[c + 1] += offsets[c];
-        }
-        let mut next = offsets.clone();
-        let mut ids = vec![0u32; offsets[columns]];
-        let mut values = vec![0f32; offsets[columns]];
-        for r in 0..self.rows() {
-            let (cols, vals) = self.row(r);
-            for (&c, &v) in cols.iter().zip(vals).filter(|(_, v)| **v != 0.0) {
-                let at = &mut next[c as usize];
-                ids[*at] = r as u32;
-                values[*at] = v;
-                *at += 1;
-            }
-        }
-        Compressed {
-            offsets,
-            ids,
-            values,
-        }
     }
 }
 
@@ -248,9 +207,27 @@ impl Memory {
             ids,
             values,
         };
+        Ok(Memory::assemble(
+            config,
+            (input_dim, num_labels),
+            feature_weights,
+            units,
+            labels,
+        ))
+    }
+
+    /// A memory of `units` and their `labels`, with the copies derived from them (the
+    /// feature-major weights, the label centroids).
+    fn assemble(
+        config: MemoryConfig,
+        (input_dim, num_labels): (usize, usize),
+        feature_weights: Vec<f32>,
+        units: Compressed,
+        labels: Compressed,
+    ) -> Memory {
         let columns = units.transposed(input_dim);
         let centroids = label_centroids(&units, &labels, num_labels, input_dim, config);
-        Ok(Memory {
+        Memory {
             config,
             input_dim,
             num_labels,
@@ -259,7 +236,7 @@ impl Memory {
             columns,
             labels,
             centroids,
-        })
+        }
     }
 
     /// The settings it was built with.
@@ -295,113 +272,6 @@ impl Memory {
             + part(&self.labels)
             + part(&self.centroids)
             + self.input_dim * 4
-    }
-}
-
-/// The arrays of a [`Memory`], borrowed ([`Memory::arrays`]) for saving it and owned
-/// ([`Memory::from_arrays`]) for loading it: everything but the feature-major copy, which is
-/// rebuilt. Offsets are `u64` so that a file reads the same on every platform.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MemoryArrays<O, I, V> {
-    /// Per feature, the factor a value is multiplied by before scaling to unit length.
-    pub feature_weights: V,
-    /// Row starts of the units into `unit_features` / `unit_values` (`len() + 1`).
-    pub unit_offsets: O,
-    /// Each unit's features.
-    pub unit_features: I,
-    /// Each unit's weights (unit length per unit).
-    pub unit_values: V,
-    /// Row starts of the units into `labels` (`len() + 1`).
-    pub label_offsets: O,
-    /// Each unit's labels.
-    pub labels: I,
-}
-
-/// A memory's arrays, borrowed.
-pub type MemoryArraysRef<'a> = MemoryArrays<Vec<u64>, &'a [u32], &'a [f32]>;
-/// A memory's arrays, owned.
-pub type MemoryArraysOwned = MemoryArrays<Vec<u64>, Vec<u32>, Vec<f32>>;
-
-impl Memory {
-    /// The arrays to save (the offsets widened to `u64`).
-    pub fn arrays(&self) -> MemoryArraysRef<'_> {
-        let wide = |o: &[usize]| o.iter().map(|&x| x as u64).collect();
-        MemoryArrays {
-            feature_weights: &self.feature_weights,
-            unit_offsets: wide(&self.units.offsets),
-            unit_features: &self.units.ids,
-            unit_values: &self.units.values,
-            label_offsets: wide(&self.labels.offsets),
-            labels: &self.labels.ids,
-        }
-    }
-
-    /// A memory from saved arrays, each checked (lengths, offsets, ids in range, finite
-    /// values): a damaged file gives an error naming the array, never a panic later.
-    pub fn from_arrays(
-        config: MemoryConfig,
-        input_dim: usize,
-        num_labels: usize,
-        arrays: MemoryArraysOwned,
-    ) -> Result<Memory> {
-        config.validate()?;
-        let bad = |what: &str| SlideError::InvalidConfig {
-            what: format!("memory array {what}"),
-            reason: "inconsistent with the others or out of range".into(),
-        };
-        let rows = |offsets: Vec<u64>, ids: Vec<u32>, values: Vec<f32>, bound: usize, name| {
-            let offsets: Vec<usize> = offsets.iter().map(|&o| o as usize).collect();
-            let ok = offsets.first() == Some(&0)
-                && offsets.last() == Some(&ids.len())
-                && offsets.windows(2).all(|w| w[0] <= w[1])
-                && ids.len() == values.len()
-                && ids.iter().all(|&i| (i as usize) < bound)
-                && values.iter().all(|v| v.is_finite());
-            if ok {
-                Ok(Compressed {
-                    offsets,
-                    ids,
-                    values,
-                })
-            } else {
-                Err(bad(name))
-            }
-        };
-        if arrays.feature_weights.len() != input_dim
-            || !arrays.feature_weights.iter().all(|w| w.is_finite())
-        {
-            return Err(bad("feature_weights"));
-        }
-        let units = rows(
-            arrays.unit_offsets,
-            arrays.unit_features,
-            arrays.unit_values,
-            input_dim,
-            "units",
-        )?;
-        let ones = vec![1.0; arrays.labels.len()];
-        let labels = rows(
-            arrays.label_offsets,
-            arrays.labels,
-            ones,
-            num_labels,
-            "labels",
-        )?;
-        if units.rows() != labels.rows() || units.rows() == 0 {
-            return Err(bad("label_offsets"));
-        }
-        let columns = units.transposed(input_dim);
-        let centroids = label_centroids(&units, &labels, num_labels, input_dim, config);
-        Ok(Memory {
-            config,
-            input_dim,
-            num_labels,
-            feature_weights: arrays.feature_weights,
-            units,
-            columns,
-            labels,
-            centroids,
-        })
     }
 }
 
@@ -459,104 +329,6 @@ fn push_nonzeros(
     }
     rows.offsets.push(rows.ids.len());
     Ok(())
-}
-
-/// Per label, the sum of the rows of `units` that carry it, scaled to unit length (labels
-/// without a unit get an empty row); no rows at all unless `config.centroids`. Labels go
-/// through in parallel chunks, each summing into a dense row of `input_dim`.
-fn label_centroids(
-    units: &Compressed,
-    labels: &Compressed,
-    num_labels: usize,
-    input_dim: usize,
-    config: MemoryConfig,
-) -> Compressed {
-    if !config.centroids {
-        return Compressed {
-            offsets: vec![0],
-            ..Default::default()
-        };
-    }
-    let by_label = labels.transposed(num_labels);
-    let ids: Vec<u32> = (0..num_labels as u32).collect();
-    let chunks: Vec<Compressed> = ids
-        .par_chunks(4096)
-        .map(|chunk| {
-            let mut sum = vec![0f32; input_dim];
-            let mut touched = Vec::new();
-            let mut rows = Compressed {
-                offsets: vec![0],
-                ..Default::default()
-            };
-            for &label in chunk {
-                for &unit in by_label.row(label as usize).0 {
-                    let (features, values) = units.row(unit as usize);
-                    for (&f, &v) in features.iter().zip(values) {
-                        if sum[f as usize] == 0.0 {
-                            touched.push(f);
-                        }
-                        sum[f as usize] += v;
-                    }
-                }
-                touched.sort_unstable();
-                let start = rows.ids.len();
-                for &f in &touched {
-                    if sum[f as usize] != 0.0 {
-                        rows.ids.push(f);
-                        rows.values.push(sum[f as usize]);
-                    }
-                    sum[f as usize] = 0.0;
-                }
-                touched.clear();
-                normalise(&mut rows.values[start..]);
-                keep_largest(&mut rows, start, config.centroid_features);
-                rows.offsets.push(rows.ids.len());
-            }
-            rows
-        })
-        .collect();
-    let mut all = Compressed {
-        offsets: vec![0],
-        ..Default::default()
-    };
-    for chunk in chunks {
-        let base = all.ids.len();
-        all.offsets
-            .extend(chunk.offsets[1..].iter().map(|&o| o + base));
-        all.ids.extend(chunk.ids);
-        all.values.extend(chunk.values);
-    }
-    all
-}
-
-/// Keeps the `cap` largest values (ties: the lower feature) of the row that starts at
-/// `start` at the end of `rows`, in feature order; `cap` 0 keeps all.
-fn keep_largest(rows: &mut Compressed, start: usize, cap: usize) {
-    if cap == 0 || rows.ids.len() - start <= cap {
-        return;
-    }
-    let mut row: Vec<(f32, u32)> = rows.values[start..]
-        .iter()
-        .zip(&rows.ids[start..])
-        .map(|(&v, &f)| (v, f))
-        .collect();
-    row.select_nth_unstable_by_key(cap - 1, |&(v, f)| crate::layer::rank_key(v, f));
-    row.truncate(cap);
-    row.sort_unstable_by_key(|&(_, f)| f);
-    rows.ids.truncate(start);
-    rows.values.truncate(start);
-    for (v, f) in row {
-        rows.ids.push(f);
-        rows.values.push(v);
-    }
-}
-
-/// Scales `values` to unit length (zeros stay zero).
-fn normalise(values: &mut [f32]) {
-    let norm = values.iter().map(|v| v * v).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        values.iter_mut().for_each(|v| *v /= norm);
-    }
 }
 
 /// `ln((1 + n) / (1 + df))` per feature, `n` rows, `df` of them with the feature.

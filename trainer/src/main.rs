@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use clap::{Args, Parser, Subcommand};
 use slide_trainer::train::Failure;
-use slide_trainer::{config, generate, plot, predict, train};
+use slide_trainer::{config, generate, memory, plot, predict, train};
 
 /// Train SLIDE networks (LSH-sampled sparse layers) from TOML configs.
 #[derive(Debug, Parser)]
@@ -283,14 +283,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let config = config::load(&config::locate(path), &args.overrides).map_err(Input)?;
             let pool = pool(args.threads)?;
             let interrupt = stop_on_signals()?;
-            pool.install(|| {
-                train::run(
+            pool.install(|| match config.memory {
+                Some(_) if args.resume.is_some() => Err(Input(anyhow::anyhow!(
+                    "--resume: a [memory] is built in one pass; there is no run to resume"
+                ))),
+                Some(settings) => memory::run(&config, settings, &args.out, args.quiet),
+                None => train::run(
                     &config,
                     &args.out,
                     args.quiet,
                     args.resume.as_deref(),
                     &interrupt,
-                )
+                ),
             })
         }
     }

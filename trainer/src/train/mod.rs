@@ -55,14 +55,6 @@ pub fn run(
     resume: Option<&Path>,
     interrupt: &AtomicUsize,
 ) -> Result<(), Failure> {
-    if let Some(memory) = config.memory {
-        if resume.is_some() {
-            return Err(Failure::Input(anyhow!(
-                "--resume: a [memory] is built in one pass; there is no run to resume"
-            )));
-        }
-        return crate::memory::run(config, memory, out, quiet);
-    }
     let Prepared {
         loaded,
         mut net,
@@ -76,16 +68,7 @@ pub fn run(
     } = loaded;
     let (train, test) = (train.examples(), test.examples());
     let resume = resume.map(newest_in).transpose()?;
-    let mut start = Position { epoch: 1, batch: 0 };
-    if let Some(path) = &resume {
-        start = checkpoint::load(path, &mut net, &identity, checkpoint::Require::Everything)
-            .map_err(Failure::Input)?;
-        let (step, epoch) = (net.step(), start.epoch);
-        println!(
-            "resumed from {} at step {step}, epoch {epoch}",
-            path.display()
-        );
-    }
+    let start = resumed(resume.as_deref(), &mut net, &identity)?;
     let t = &config.train;
     let steps_per_epoch = t.steps_per_epoch(train.len());
     // The schedule spans the configured epochs; `max_steps` only stops the run early, so a
@@ -197,6 +180,27 @@ fn interrupted(signal: usize, step: u64, epoch: usize, path: &Path) -> Failure {
 }
 
 /// `path`, or the newest complete checkpoint in it when it is a folder.
+/// Where the run starts: the beginning, or where the checkpoint `resume` (loaded into
+/// `net`) left off.
+fn resumed(
+    resume: Option<&Path>,
+    net: &mut Network,
+    identity: &checkpoint::Identity,
+) -> Result<Position, Failure> {
+    let Some(path) = resume else {
+        return Ok(Position { epoch: 1, batch: 0 });
+    };
+    let start = checkpoint::load(path, net, identity, checkpoint::Require::Everything)
+        .map_err(Failure::Input)?;
+    println!(
+        "resumed from {} at step {}, epoch {}",
+        path.display(),
+        net.step(),
+        start.epoch
+    );
+    Ok(start)
+}
+
 fn newest_in(path: &Path) -> Result<std::path::PathBuf, Failure> {
     if !path.is_dir() {
         return Ok(path.to_path_buf());

@@ -95,12 +95,12 @@ impl Memory {
         if units.rows() != labels.rows() || units.rows() == 0 {
             return Err(bad("label_offsets"));
         }
-        Ok(Memory::assemble(
+        Memory::assemble(
             config,
             (input_dim, num_labels),
             arrays.feature_weights,
             units,
             labels,
-        ))
+        )
     }
 }

@@ -22,9 +22,13 @@ mod arrays;
 mod centroids;
 mod compressed;
 mod search;
+mod tables;
 
 pub use arrays::{MemoryArrays, MemoryArraysOwned, MemoryArraysRef};
-pub use search::MemoryScratch;
+pub use search::{MemoryScratch, Search};
+pub use tables::MemoryLsh;
+
+use tables::UnitTables;
 
 use centroids::label_centroids;
 use compressed::{Compressed, normalise};
@@ -64,6 +68,9 @@ pub struct MemoryConfig {
     /// prune their classifiers' small weights: a frequent label's centroid otherwise holds
     /// every feature of every one of its samples, and scoring it costs as much.
     pub centroid_features: usize,
+    /// Hash tables over the units ([`MemoryLsh`]), for [`Search::Tables`]; `None` (the
+    /// default): exact search only.
+    pub lsh: Option<MemoryLsh>,
 }
 
 impl Default for MemoryConfig {
@@ -78,6 +85,7 @@ impl Default for MemoryConfig {
             centroids: true,
             vote_weight: 0.5,
             centroid_features: 128,
+            lsh: None,
         }
     }
 }
@@ -104,6 +112,9 @@ impl MemoryConfig {
                 self.vote_weight
             )));
         }
+        if self.lsh.is_some_and(|lsh| lsh.budget == 0) {
+            return Err(invalid("lsh.budget must be at least 1".into()));
+        }
         Ok(())
     }
 }
@@ -112,6 +123,7 @@ impl MemoryConfig {
 ///
 /// ```
 /// use slide::lsh::Vector;
+/// use slide::memory::Search;
 /// use slide::{Memory, MemoryConfig, MemoryScratch, SparseExamples};
 ///
 /// // Two labels, each with its own features; the third sample has both.
@@ -122,11 +134,13 @@ impl MemoryConfig {
 /// let memory = Memory::build(&train, 6, 2, MemoryConfig::default()).unwrap();
 /// // A query with features of label 1 only: sample 1 is its nearest, sample 2 next.
 /// let query = Vector::sparse(&[3, 5], &[1.0, 1.0]).unwrap();
-/// let answer = memory.predict_one(query, 0, &mut MemoryScratch::new()).unwrap();
+/// let answer = memory
+///     .predict_one(query, 0, &mut MemoryScratch::new(), Search::Exact)
+///     .unwrap();
 /// assert_eq!(answer[0].0, 1);
 /// assert_eq!(answer.len(), 1, "sample 2 shares no feature with the query");
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct Memory {
     config: MemoryConfig,
     input_dim: usize,
@@ -143,6 +157,8 @@ pub struct Memory {
     /// Per label, the sum of its units' weights at unit length (empty without
     /// [`MemoryConfig::centroids`]; rebuilt, not saved).
     centroids: Compressed,
+    /// Hash tables over the units, with [`MemoryConfig::lsh`] (rebuilt, not saved).
+    tables: Option<UnitTables>,
 }
 
 impl Memory {
@@ -207,27 +223,31 @@ impl Memory {
             ids,
             values,
         };
-        Ok(Memory::assemble(
+        Memory::assemble(
             config,
             (input_dim, num_labels),
             feature_weights,
             units,
             labels,
-        ))
+        )
     }
 
     /// A memory of `units` and their `labels`, with the copies derived from them (the
-    /// feature-major weights, the label centroids).
+    /// feature-major weights, the label centroids, the hash tables).
     fn assemble(
         config: MemoryConfig,
         (input_dim, num_labels): (usize, usize),
         feature_weights: Vec<f32>,
         units: Compressed,
         labels: Compressed,
-    ) -> Memory {
+    ) -> Result<Memory> {
         let columns = units.transposed(input_dim);
         let centroids = label_centroids(&units, &labels, num_labels, input_dim, config);
-        Memory {
+        let tables = config
+            .lsh
+            .map(|lsh| UnitTables::build(&units, input_dim, lsh))
+            .transpose()?;
+        Ok(Memory {
             config,
             input_dim,
             num_labels,
@@ -236,7 +256,8 @@ impl Memory {
             columns,
             labels,
             centroids,
-        }
+            tables,
+        })
     }
 
     /// The settings it was built with.

@@ -4,13 +4,26 @@
 use rayon::prelude::*;
 use slide_lsh::Vector;
 
-use super::Memory;
+use super::{Memory, UnitTables};
 use crate::data::Examples;
 use crate::error::{Result, SlideError};
 use crate::eval::mode_share;
 use crate::layer::rank_key;
 use crate::stats::EvalStats;
 use crate::top5::Top5;
+
+/// How a query finds its active units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Search {
+    /// Every unit that shares a feature with the query is computed (the feature-major
+    /// walk): the exact nearest samples.
+    #[default]
+    Exact,
+    /// The units in the query's buckets of the hash tables ([`MemoryLsh`](super::MemoryLsh))
+    /// are computed, and the nearest of them are active. A memory without tables searches
+    /// exactly.
+    Tables,
+}
 
 /// One thread's buffers for queries of one [`Memory`]: reused from query to query, so a
 /// query allocates nothing once they have grown.
@@ -32,8 +45,11 @@ pub struct MemoryScratch {
     voted: Vec<u32>,
     /// Per label, whether it is in `voted`.
     is_voted: Vec<bool>,
-    /// The query as a dense vector (zero outside its features), for the centroids.
+    /// The query as a dense vector (zero outside its features), for the centroids and
+    /// the tables' candidates.
     dense_query: Vec<f32>,
+    /// Hash codes of the query, for the tables.
+    codes: slide_lsh::CodeBuffer,
 }
 
 impl MemoryScratch {
@@ -54,7 +70,7 @@ impl Memory {
         sample: usize,
         scratch: &mut MemoryScratch,
     ) -> Result<Vec<(u32, f32)>> {
-        self.activate(x, sample, scratch)?;
+        self.activate(x, sample, scratch, Search::Exact)?;
         Ok(scratch.active.iter().map(|&(z, u)| (u, z)).collect())
     }
 
@@ -67,18 +83,24 @@ impl Memory {
         x: Vector<'_>,
         sample: usize,
         scratch: &mut MemoryScratch,
+        search: Search,
     ) -> Result<Vec<(u32, f32)>> {
-        Ok(self.top5(x, sample, scratch)?.ranked().collect())
+        Ok(self.top5(x, sample, scratch, search)?.ranked().collect())
     }
 
     /// [`predict_one`](Self::predict_one) for each sample of `batch` in `data`, on the
     /// rayon pool; the samples' labels are not read.
-    pub fn predict(&self, data: &dyn Examples, batch: &[usize]) -> Result<Vec<Vec<(u32, f32)>>> {
+    pub fn predict(
+        &self,
+        data: &dyn Examples,
+        batch: &[usize],
+        search: Search,
+    ) -> Result<Vec<Vec<(u32, f32)>>> {
         let answers: Vec<Vec<Vec<(u32, f32)>>> = in_chunks(batch, |chunk| {
             let mut scratch = MemoryScratch::new();
             chunk
                 .iter()
-                .map(|&s| self.predict_one(data.input(s), s, &mut scratch))
+                .map(|&s| self.predict_one(data.input(s), s, &mut scratch, search))
                 .collect()
         })?;
         Ok(answers.into_iter().flatten().collect())
@@ -86,13 +108,18 @@ impl Memory {
 
     /// P@1, P@3 and P@5 of the memory's answers over `batch` of `data`, with the collapse
     /// statistics of [`EvalStats`]; `active_outputs` counts the labels that got a vote.
-    pub fn evaluate(&self, data: &dyn Examples, batch: &[usize]) -> Result<EvalStats> {
+    pub fn evaluate(
+        &self,
+        data: &dyn Examples,
+        batch: &[usize],
+        search: Search,
+    ) -> Result<EvalStats> {
         let answers: Vec<(Top5, usize)> = in_chunks(batch, |chunk| {
             let mut scratch = MemoryScratch::new();
             chunk
                 .iter()
                 .map(|&s| {
-                    let top = self.top5(data.input(s), s, &mut scratch)?;
+                    let top = self.top5(data.input(s), s, &mut scratch, search)?;
                     Ok((top, scratch.voted.len()))
                 })
                 .collect()
@@ -135,8 +162,14 @@ impl Memory {
     }
 
     /// Scores the labels the active units vote for and keeps the 5 best.
-    fn top5(&self, x: Vector<'_>, sample: usize, scratch: &mut MemoryScratch) -> Result<Top5> {
-        self.activate(x, sample, scratch)?;
+    fn top5(
+        &self,
+        x: Vector<'_>,
+        sample: usize,
+        scratch: &mut MemoryScratch,
+        search: Search,
+    ) -> Result<Top5> {
+        self.activate(x, sample, scratch, search)?;
         let MemoryScratch {
             active,
             votes,
@@ -210,8 +243,17 @@ impl Memory {
     }
 
     /// Fills `scratch.active` with `x`'s active units, best first.
-    fn activate(&self, x: Vector<'_>, sample: usize, scratch: &mut MemoryScratch) -> Result<()> {
+    fn activate(
+        &self,
+        x: Vector<'_>,
+        sample: usize,
+        scratch: &mut MemoryScratch,
+        search: Search,
+    ) -> Result<()> {
         self.weigh_query(x, sample, &mut scratch.query)?;
+        if let (Search::Tables, Some(tables)) = (search, &self.tables) {
+            return self.activate_from_tables(tables, scratch);
+        }
         let MemoryScratch {
             query,
             unit_scores,
@@ -241,6 +283,60 @@ impl Memory {
         }
         active.clear();
         active.extend(touched.iter().map(|&u| (unit_scores[u as usize], u)));
+        keep_best(active, self.config.neighbours);
+        Ok(())
+    }
+
+    /// [`activate`](Self::activate) from the units in the query's buckets, each scored
+    /// exactly against the query.
+    fn activate_from_tables(&self, tables: &UnitTables, scratch: &mut MemoryScratch) -> Result<()> {
+        let MemoryScratch {
+            query,
+            unit_scores,
+            touched,
+            is_touched,
+            active,
+            dense_query,
+            codes,
+            ..
+        } = scratch;
+        if unit_scores.len() != self.len() {
+            *unit_scores = vec![0.0; self.len()];
+            *is_touched = vec![false; self.len()];
+        }
+        if dense_query.len() != self.input_dim {
+            *dense_query = vec![0.0; self.input_dim];
+        }
+        // An exact query before this one left its scores: clear them with the marks.
+        for &u in touched.iter() {
+            unit_scores[u as usize] = 0.0;
+            is_touched[u as usize] = false;
+        }
+        touched.clear();
+        let (indices, values): (Vec<u32>, Vec<f32>) = query.iter().copied().unzip();
+        tables.candidates(&indices, &values, codes, |u| {
+            if !is_touched[u as usize] {
+                is_touched[u as usize] = true;
+                touched.push(u);
+            }
+        })?;
+        for &(f, q) in query.iter() {
+            dense_query[f as usize] = q;
+        }
+        active.clear();
+        active.extend(touched.iter().map(|&u| {
+            let (features, weights) = self.units.row(u as usize);
+            let score: f32 = features
+                .iter()
+                .zip(weights)
+                .map(|(&f, &w)| w * dense_query[f as usize])
+                .sum();
+            (score, u)
+        }));
+        for &(f, _) in query.iter() {
+            dense_query[f as usize] = 0.0;
+        }
+        active.retain(|&(score, _)| score != 0.0);
         keep_best(active, self.config.neighbours);
         Ok(())
     }

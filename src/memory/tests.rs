@@ -52,7 +52,7 @@ fn labels_are_ranked_by_the_votes_of_the_active_units() {
     // Cosines: sample 1: (1 + 2) / (sqrt(2) sqrt(5)) = 0.9487; sample 0: 1 / (sqrt(2) sqrt(3)) = 0.4082.
     let memory = Memory::build(&train, 6, 4, plain(2)).unwrap();
     let top = memory
-        .predict_one(query, 0, &mut MemoryScratch::new())
+        .predict_one(query, 0, &mut MemoryScratch::new(), Search::Exact)
         .unwrap();
     let ids: Vec<u32> = top.iter().map(|p| p.0).collect();
     assert_eq!(ids, [1, 2, 0], "labels 1 and 2 tie and go lower id first");
@@ -64,12 +64,12 @@ fn labels_are_ranked_by_the_votes_of_the_active_units() {
     };
     let memory = Memory::build(&train, 6, 4, squared).unwrap();
     let top = memory
-        .predict_one(query, 0, &mut MemoryScratch::new())
+        .predict_one(query, 0, &mut MemoryScratch::new(), Search::Exact)
         .unwrap();
     assert!((top[0].1 - 0.9).abs() < 1e-6, "0.9487^2 = 9 / 10");
     let nearest_only = Memory::build(&train, 6, 4, plain(1)).unwrap();
     let top = nearest_only
-        .predict_one(query, 0, &mut MemoryScratch::new())
+        .predict_one(query, 0, &mut MemoryScratch::new(), Search::Exact)
         .unwrap();
     assert_eq!(top.len(), 2);
 }
@@ -113,7 +113,7 @@ fn idf_ignores_a_feature_every_sample_has() {
 fn evaluation_counts_hits_like_the_single_answers() {
     let train = three_samples();
     let memory = Memory::build(&train, 6, 4, plain(1)).unwrap();
-    let stats = memory.evaluate(&train, &[0, 1, 2]).unwrap();
+    let stats = memory.evaluate(&train, &[0, 1, 2], Search::Exact).unwrap();
     assert_eq!(stats.samples, 3);
     assert!(
         (stats.precision_at_1 - 1.0).abs() < 1e-12,
@@ -121,12 +121,14 @@ fn evaluation_counts_hits_like_the_single_answers() {
     );
     // Samples 0 and 2 have 1 label among their 5 answers, sample 1 has 2: (1 + 2 + 1) / 15.
     assert!((stats.precision_at_5 - 4.0 / 15.0).abs() < 1e-12);
-    let batch = memory.predict(&train, &[2, 0, 1]).unwrap();
+    let batch = memory.predict(&train, &[2, 0, 1], Search::Exact).unwrap();
     let mut scratch = MemoryScratch::new();
     for (answer, s) in batch.iter().zip([2, 0, 1]) {
         assert_eq!(
             *answer,
-            memory.predict_one(train.input(s), s, &mut scratch).unwrap()
+            memory
+                .predict_one(train.input(s), s, &mut scratch, Search::Exact)
+                .unwrap()
         );
     }
 }
@@ -160,7 +162,7 @@ fn bad_input_and_settings_are_named() {
         values: &[1.0],
     };
     let err = memory
-        .predict_one(wide, 7, &mut MemoryScratch::new())
+        .predict_one(wide, 7, &mut MemoryScratch::new(), Search::Exact)
         .unwrap_err()
         .to_string();
     assert!(err.contains("sample 7"), "{err}");
@@ -219,7 +221,7 @@ fn centroids_score_the_voted_labels() {
     };
     let memory = Memory::build(&train, 4, 3, with_centroids(0)).unwrap();
     let top = memory
-        .predict_one(query, 0, &mut MemoryScratch::new())
+        .predict_one(query, 0, &mut MemoryScratch::new(), Search::Exact)
         .unwrap();
     let (r2, r6) = (2f32.sqrt(), 6f32.sqrt());
     assert_eq!(top.len(), 2, "label 2's sample shares no feature");
@@ -229,7 +231,7 @@ fn centroids_score_the_voted_labels() {
     assert!((top[1].1 - 1.5 / r2).abs() < 1e-6, "{top:?}");
     let capped = Memory::build(&train, 4, 3, with_centroids(1)).unwrap();
     let top = capped
-        .predict_one(query, 0, &mut MemoryScratch::new())
+        .predict_one(query, 0, &mut MemoryScratch::new(), Search::Exact)
         .unwrap();
     assert!(
         (top[0].1 - (2.0 / r6 + 0.5 * r2)).abs() < 1e-6,
@@ -245,11 +247,69 @@ fn centroids_score_the_voted_labels() {
         values: &[1.0],
     };
     let full = memory
-        .predict_one(first, 0, &mut MemoryScratch::new())
+        .predict_one(first, 0, &mut MemoryScratch::new(), Search::Exact)
         .unwrap();
     assert!((full[0].1 - (1.0 / r6 + 0.5 / r2)).abs() < 1e-6, "{full:?}");
     let cut = capped
-        .predict_one(first, 0, &mut MemoryScratch::new())
+        .predict_one(first, 0, &mut MemoryScratch::new(), Search::Exact)
         .unwrap();
     assert!((cut[0].1 - 0.5 / r2).abs() < 1e-6, "{cut:?}");
+}
+
+/// Through the tables a query finds the units in its buckets: a training sample's own unit
+/// is always in them (the same vector hashes to the same codes), so each of 300 random
+/// samples, queried with its own input, has itself as its nearest unit and its label on
+/// top, as the exact search has (measured: P@1 1 both ways). A memory without tables
+/// searches exactly whatever is asked.
+#[test]
+fn the_tables_find_a_samples_own_unit() {
+    let mut train = SparseExamples::new();
+    let mut state = 7u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % 1000) as f32 / 1000.0
+    };
+    let features: Vec<u32> = (0..32).collect();
+    for s in 0..300u32 {
+        let values: Vec<f32> = (0..32).map(|_| next() - 0.5).collect();
+        train.push(&features, &values, &[s % 50]);
+    }
+    let lsh = MemoryLsh {
+        family: slide_lsh::FamilyKind::SimHash(slide_lsh::Projection::Gaussian),
+        budget: 20,
+    };
+    let config = MemoryConfig {
+        neighbours: 1,
+        idf: false,
+        centroids: false,
+        lsh: Some(lsh),
+        ..MemoryConfig::default()
+    };
+    let memory = Memory::build(&train, 32, 50, config).unwrap();
+    let all: Vec<usize> = (0..300).collect();
+    let tables = memory.evaluate(&train, &all, Search::Tables).unwrap();
+    assert_eq!(tables.precision_at_1, 1.0);
+    let exact = memory.evaluate(&train, &all, Search::Exact).unwrap();
+    assert_eq!(exact.precision_at_1, 1.0);
+    let mut scratch = MemoryScratch::new();
+    let found = memory
+        .predict_one(train.input(17), 17, &mut scratch, Search::Tables)
+        .unwrap();
+    assert_eq!(found[0].0, 17);
+    let without = Memory::build(
+        &train,
+        32,
+        50,
+        MemoryConfig {
+            lsh: None,
+            ..config
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        without.evaluate(&train, &all, Search::Tables).unwrap(),
+        without.evaluate(&train, &all, Search::Exact).unwrap()
+    );
 }

@@ -14,6 +14,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, anyhow, bail};
 use safetensors::tensor::Dtype;
 use slide::memory::MemoryArrays;
+use slide::memory::Search;
 use slide::{EvalStats, Memory, MemoryConfig};
 
 use crate::config::Config;
@@ -25,9 +26,20 @@ use crate::train::{Failure, peak_resident_mib};
 const FORMAT: &str = "slide-memory";
 /// The version of the saved layout; a file of another version is refused, naming both.
 const VERSION: &str = "1";
-/// What `eval` and `predict` say when asked for a mode other than exact.
-pub const ONE_MODE: &str =
-    "note: a [memory] has one mode: every unit that shares a feature with the query is computed";
+/// How `eval` and `predict` in `mode` search a memory: `lsh` through its tables (a note
+/// if it has none: then exactly), `exact` and `dense` exactly.
+pub fn search_for(mode: slide::Mode, memory: &MemoryConfig) -> Search {
+    match mode {
+        slide::Mode::EvalLsh | slide::Mode::Train if memory.lsh.is_some() => Search::Tables,
+        slide::Mode::EvalLsh | slide::Mode::Train => {
+            eprintln!(
+                "note: this [memory] has no [memory.lsh] tables: every unit that shares a feature with the query is computed"
+            );
+            Search::Exact
+        }
+        slide::Mode::EvalExact | slide::Mode::EvalDense => Search::Exact,
+    }
+}
 /// The file a run saves, in the config's checkpoint folder.
 pub const FILE_NAME: &str = "memory.safetensors";
 
@@ -51,8 +63,21 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
             built.bytes() as f64 / 1e6
         );
     }
-    let (stats, eval_seconds) = evaluate(&built, &loaded, config.train.eval_samples)?;
+    let samples = config.train.eval_samples;
+    let (stats, eval_seconds) = evaluate(&built, &loaded, samples, Search::Exact)?;
     println!("{}", describe(&stats, eval_seconds, loaded.multi_label));
+    // With tables, their P@1 too (as a network's exact evaluation reports its LSH mode's).
+    let mut through_tables = serde_json::Value::Null;
+    if memory.lsh.is_some() {
+        let (tables, seconds) = evaluate(&built, &loaded, samples, Search::Tables)?;
+        println!(
+            "through the tables: {}",
+            describe(&tables, seconds, loaded.multi_label)
+        );
+        through_tables = serde_json::json!({"p_at_1": tables.precision_at_1,
+            "p_at_3": tables.precision_at_3, "p_at_5": tables.precision_at_5,
+            "eval_seconds": seconds});
+    }
     std::fs::create_dir_all(out)
         .with_context(|| format!("{}: cannot create the output folder", out.display()))
         .map_err(Failure::Input)?;
@@ -69,7 +94,7 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
         "p_at_5": stats.precision_at_5, "eval_seconds": eval_seconds,
         "active_outputs": stats.active_outputs, "top1_share": stats.top1_share,
         "top1_output": stats.top1_output, "label_share": stats.label_share,
-        "rss_mib": peak_resident_mib(),
+        "rss_mib": peak_resident_mib(), "tables": through_tables,
     });
     std::fs::write(&metrics, format!("{record}\n"))
         .with_context(|| format!("{}: cannot write the metrics", metrics.display()))
@@ -107,11 +132,13 @@ pub fn load_data(config: &Config, say: &dyn Fn(String)) -> Result<Loaded, Failur
     Ok(loaded)
 }
 
-/// P@k of `memory` on the first `samples` (0: all) of the test file, and the seconds taken.
+/// P@k of `memory` on the first `samples` (0: all) of the test file, searched as `search`
+/// says, and the seconds taken.
 pub fn evaluate(
     memory: &Memory,
     loaded: &Loaded,
     samples: usize,
+    search: Search,
 ) -> Result<(EvalStats, f64), Failure> {
     let test = loaded.test.examples();
     let n = if samples == 0 {
@@ -122,7 +149,7 @@ pub fn evaluate(
     let batch: Vec<usize> = (0..n).collect();
     let started = Instant::now();
     let stats = memory
-        .evaluate(test, &batch)
+        .evaluate(test, &batch, search)
         .map_err(|e| Failure::Input(e.into()))?;
     Ok((stats, started.elapsed().as_secs_f64()))
 }
@@ -317,6 +344,7 @@ pub(crate) fn predict(
     memory: MemoryConfig,
     path: &Path,
     samples: Option<usize>,
+    search: Search,
 ) -> Result<Answers, Failure> {
     let loaded = load_data(config, &|line| eprintln!("{line}"))?;
     let built = load(
@@ -330,7 +358,7 @@ pub(crate) fn predict(
     let batch: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
     let started = Instant::now();
     let answers = built
-        .predict(test, &batch)
+        .predict(test, &batch, search)
         .map_err(|e| Failure::Input(e.into()))?;
     Ok(Answers {
         predictions: answers,

@@ -59,10 +59,8 @@ pub fn predict_checkpoint(
         seconds,
     } = match config.memory {
         Some(memory) => {
-            if mode != Mode::EvalExact {
-                eprintln!("{}", crate::memory::ONE_MODE);
-            }
-            crate::memory::predict(config, memory, path, samples)?
+            let search = crate::memory::search_for(mode, &memory);
+            crate::memory::predict(config, memory, path, samples, search)?
         }
         None => {
             let (loaded, net) = restored(config, path, Log::Stderr)?;

@@ -1158,6 +1158,18 @@ fn a_memory_is_built_saved_and_predicts_like_the_run() {
         run_dir.join("checkpoints").to_str().unwrap(),
     ]);
     assert!(succeeded(&eval).contains(&format!("P@1 {p1:.4}")));
+    // Without [memory.lsh] an LSH-mode evaluation says so and searches exactly.
+    let lsh = slide_train(&[
+        "eval",
+        "--config",
+        config.to_str().unwrap(),
+        "--checkpoint",
+        saved.to_str().unwrap(),
+        "--mode",
+        "lsh",
+    ]);
+    assert!(succeeded(&lsh).contains(&format!("P@1 {p1:.4}")));
+    assert!(text(&lsh.stderr).contains("no [memory.lsh] tables"));
 
     let both = dir.join("both.toml");
     std::fs::write(&both, format!("{text_of}\n[memory]\n")).unwrap();

@@ -262,15 +262,7 @@ impl Memory {
             active,
             ..
         } = scratch;
-        if unit_scores.len() != self.len() {
-            *unit_scores = vec![0.0; self.len()];
-            *is_touched = vec![false; self.len()];
-        }
-        for &u in touched.iter() {
-            unit_scores[u as usize] = 0.0;
-            is_touched[u as usize] = false;
-        }
-        touched.clear();
+        self.clear_units(unit_scores, touched, is_touched);
         for &(f, q) in query.iter() {
             let (units, values) = self.columns.row(f as usize);
             for (&u, &w) in units.iter().zip(values) {
@@ -287,6 +279,20 @@ impl Memory {
         Ok(())
     }
 
+    /// Sizes the per-unit buffers for this memory and clears what the last query (exact or
+    /// through the tables) left in them.
+    fn clear_units(&self, scores: &mut Vec<f32>, touched: &mut Vec<u32>, marks: &mut Vec<bool>) {
+        if scores.len() != self.len() {
+            *scores = vec![0.0; self.len()];
+            *marks = vec![false; self.len()];
+        }
+        for &u in touched.iter() {
+            scores[u as usize] = 0.0;
+            marks[u as usize] = false;
+        }
+        touched.clear();
+    }
+
     /// [`activate`](Self::activate) from the units in the query's buckets, each scored
     /// exactly against the query.
     fn activate_from_tables(&self, tables: &UnitTables, scratch: &mut MemoryScratch) -> Result<()> {
@@ -300,19 +306,10 @@ impl Memory {
             codes,
             ..
         } = scratch;
-        if unit_scores.len() != self.len() {
-            *unit_scores = vec![0.0; self.len()];
-            *is_touched = vec![false; self.len()];
-        }
+        self.clear_units(unit_scores, touched, is_touched);
         if dense_query.len() != self.input_dim {
             *dense_query = vec![0.0; self.input_dim];
         }
-        // An exact query before this one left its scores: clear them with the marks.
-        for &u in touched.iter() {
-            unit_scores[u as usize] = 0.0;
-            is_touched[u as usize] = false;
-        }
-        touched.clear();
         let (indices, values): (Vec<u32>, Vec<f32>) = query.iter().copied().unzip();
         tables.candidates(&indices, &values, codes, |u| {
             if !is_touched[u as usize] {

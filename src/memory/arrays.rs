@@ -1,7 +1,7 @@
 //! A memory's arrays, for saving and loading it.
 
 use super::{Compressed, Memory, MemoryConfig};
-use crate::error::{Result, SlideError};
+use crate::error::{Result, config_error};
 
 /// The arrays of a [`Memory`], borrowed ([`Memory::arrays`]) for saving it and owned
 /// ([`Memory::from_arrays`]) for loading it: everything but the feature-major copy, which is
@@ -50,9 +50,11 @@ impl Memory {
         arrays: MemoryArraysOwned,
     ) -> Result<Memory> {
         config.validate()?;
-        let bad = |what: &str| SlideError::InvalidConfig {
-            what: format!("memory array {what}"),
-            reason: "inconsistent with the others or out of range".into(),
+        let bad = |what: &str| {
+            config_error(
+                format!("memory array {what}"),
+                "inconsistent with the others or out of range",
+            )
         };
         let rows = |offsets: Vec<u64>, ids: Vec<u32>, values: Vec<f32>, bound: usize, name| {
             let offsets: Vec<usize> = offsets.iter().map(|&o| o as usize).collect();

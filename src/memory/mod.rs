@@ -37,7 +37,7 @@ use rayon::prelude::*;
 use slide_lsh::Vector;
 
 use crate::data::Examples;
-use crate::error::{Result, SlideError};
+use crate::error::{Result, SlideError, config_error, input_error};
 
 /// Settings of a [`Memory`]. In TOML (`[memory]`): `neighbours = 50`, `power = 1.0`,
 /// `idf = true`, `centroids = true`, `vote_weight = 0.5`, `centroid_features = 128`; each
@@ -93,10 +93,7 @@ impl Default for MemoryConfig {
 impl MemoryConfig {
     /// Checks the settings: at least one neighbour, a finite power in `[0, 16]`.
     pub fn validate(&self) -> Result<()> {
-        let invalid = |reason: String| SlideError::InvalidConfig {
-            what: "memory".into(),
-            reason,
-        };
+        let invalid = |reason: String| config_error("memory", reason);
         if self.neighbours == 0 {
             return Err(invalid("neighbours must be at least 1".into()));
         }
@@ -173,10 +170,7 @@ impl Memory {
     ) -> Result<Memory> {
         config.validate()?;
         if train.is_empty() {
-            return Err(SlideError::InvalidConfig {
-                what: "memory".into(),
-                reason: "the training set is empty".into(),
-            });
+            return Err(config_error("memory", "the training set is empty"));
         }
         let mut raw = Compressed {
             offsets: vec![0],
@@ -184,7 +178,11 @@ impl Memory {
         };
         let mut labels = raw.clone();
         for s in 0..train.len() {
-            push_nonzeros(&mut raw, train.input(s), input_dim, s)?;
+            for_each_nonzero(train.input(s), input_dim, s, |i, v| {
+                raw.ids.push(i);
+                raw.values.push(v);
+            })?;
+            raw.offsets.push(raw.ids.len());
             for &label in train.labels(s) {
                 if label as usize >= num_labels {
                     return Err(SlideError::LabelOutOfRange {
@@ -296,59 +294,28 @@ impl Memory {
     }
 }
 
-/// Appends `x`'s nonzero entries as a row of `rows`, checking them.
-fn push_nonzeros(
-    rows: &mut Compressed,
+/// Calls `f` with each nonzero entry `(feature, value)` of `x`, once `x` has passed the
+/// check a layer's input passes ([`Vector::validate`]: length, index range, finite values);
+/// `sample` names `x` in the error.
+fn for_each_nonzero(
     x: Vector<'_>,
     input_dim: usize,
     sample: usize,
+    mut f: impl FnMut(u32, f32),
 ) -> Result<()> {
-    let mut push = |i: usize, v: f32| -> Result<()> {
-        if i >= input_dim {
-            return Err(SlideError::InputDimension {
-                sample,
-                expected: input_dim,
-                actual: i + 1,
-            });
-        }
-        if !v.is_finite() {
-            return Err(SlideError::BadInput {
-                sample,
-                reason: format!("feature {i} has the value {v}"),
-            });
-        }
-        if v != 0.0 {
-            rows.ids.push(i as u32);
-            rows.values.push(v);
-        }
-        Ok(())
-    };
+    x.validate(input_dim).map_err(|e| input_error(sample, e))?;
     match x {
-        Vector::Dense(values) => {
-            if values.len() != input_dim {
-                return Err(SlideError::InputDimension {
-                    sample,
-                    expected: input_dim,
-                    actual: values.len(),
-                });
+        Vector::Dense(values) => (0u32..).zip(values).for_each(|(i, &v)| {
+            if v != 0.0 {
+                f(i, v);
             }
-            for (i, &v) in values.iter().enumerate() {
-                push(i, v)?;
+        }),
+        Vector::Sparse { indices, values } => indices.iter().zip(values).for_each(|(&i, &v)| {
+            if v != 0.0 {
+                f(i, v);
             }
-        }
-        Vector::Sparse { indices, values } => {
-            if indices.len() != values.len() {
-                return Err(SlideError::BadInput {
-                    sample,
-                    reason: "indices and values differ in length".into(),
-                });
-            }
-            for (&i, &v) in indices.iter().zip(values) {
-                push(i as usize, v)?;
-            }
-        }
+        }),
     }
-    rows.offsets.push(rows.ids.len());
     Ok(())
 }
 

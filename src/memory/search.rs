@@ -6,7 +6,7 @@ use slide_lsh::Vector;
 
 use super::{Memory, UnitTables};
 use crate::data::Examples;
-use crate::error::{Result, SlideError};
+use crate::error::Result;
 use crate::eval::mode_share;
 use crate::layer::rank_key;
 use crate::stats::EvalStats;
@@ -342,45 +342,12 @@ impl Memory {
     /// length), checked against the input dimension.
     fn weigh_query(&self, x: Vector<'_>, sample: usize, query: &mut Vec<(u32, f32)>) -> Result<()> {
         query.clear();
-        let mut push = |i: usize, v: f32| -> Result<()> {
-            if i >= self.input_dim {
-                return Err(SlideError::InputDimension {
-                    sample,
-                    expected: self.input_dim,
-                    actual: i + 1,
-                });
-            }
-            if !v.is_finite() {
-                return Err(SlideError::BadInput {
-                    sample,
-                    reason: format!("feature {i} has the value {v}"),
-                });
-            }
-            let weighted = v * self.feature_weights[i];
+        super::for_each_nonzero(x, self.input_dim, sample, |i, v| {
+            let weighted = v * self.feature_weights[i as usize];
             if weighted != 0.0 {
-                query.push((i as u32, weighted));
+                query.push((i, weighted));
             }
-            Ok(())
-        };
-        match x {
-            Vector::Dense(values) => {
-                if values.len() != self.input_dim {
-                    return Err(SlideError::InputDimension {
-                        sample,
-                        expected: self.input_dim,
-                        actual: values.len(),
-                    });
-                }
-                for (i, &v) in values.iter().enumerate() {
-                    push(i, v)?;
-                }
-            }
-            Vector::Sparse { indices, values } => {
-                for (&i, &v) in indices.iter().zip(values) {
-                    push(i as usize, v)?;
-                }
-            }
-        }
+        })?;
         let norm = query.iter().map(|(_, v)| v * v).sum::<f32>().sqrt();
         if norm > 0.0 {
             query.iter_mut().for_each(|(_, v)| *v /= norm);

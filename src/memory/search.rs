@@ -29,8 +29,9 @@ pub enum Search {
 /// query allocates nothing once they have grown.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryScratch {
-    /// The query, weighted and scaled like the units.
-    query: Vec<(u32, f32)>,
+    /// The query's features, and their values weighted and scaled like the units'.
+    query_features: Vec<u32>,
+    query_values: Vec<f32>,
     /// Per unit, its inner product with the query (zero where untouched).
     unit_scores: Vec<f32>,
     /// The units that share a feature with the query.
@@ -46,7 +47,7 @@ pub struct MemoryScratch {
     /// Per label, whether it is in `voted`.
     is_voted: Vec<bool>,
     /// The query as a dense vector (zero outside its features), for the centroids and
-    /// the tables' candidates.
+    /// the tables' candidates; written by each query, cleared by the next.
     dense_query: Vec<f32>,
     /// Hash codes of the query, for the tables.
     codes: slide_lsh::CodeBuffer,
@@ -209,23 +210,21 @@ impl Memory {
             return Ok(top);
         }
         let MemoryScratch {
-            query, dense_query, ..
+            query_features,
+            query_values,
+            dense_query,
+            ..
         } = scratch;
-        if dense_query.len() != self.input_dim {
-            *dense_query = vec![0.0; self.input_dim];
-        }
-        for &(f, q) in query.iter() {
-            dense_query[f as usize] = q;
-        }
         let weight = self.config.vote_weight;
         for &label in scratch.voted.iter() {
             let (features, values) = self.centroids.row(label as usize);
             // A frequent label's centroid has thousands of features: look the query's few
             // up in it (its features are sorted) instead of walking it.
-            let cosine: f32 = if features.len() > 16 * query.len() {
-                query
+            let cosine: f32 = if features.len() > 16 * query_features.len() {
+                query_features
                     .iter()
-                    .filter_map(|&(f, q)| features.binary_search(&f).ok().map(|i| q * values[i]))
+                    .zip(query_values.iter())
+                    .filter_map(|(f, &q)| features.binary_search(f).ok().map(|i| q * values[i]))
                     .sum()
             } else {
                 features
@@ -235,9 +234,6 @@ impl Memory {
                     .sum()
             };
             top.offer(cosine + weight * scratch.votes[label as usize], label);
-        }
-        for &(f, _) in query.iter() {
-            dense_query[f as usize] = 0.0;
         }
         Ok(top)
     }
@@ -250,12 +246,13 @@ impl Memory {
         scratch: &mut MemoryScratch,
         search: Search,
     ) -> Result<()> {
-        self.weigh_query(x, sample, &mut scratch.query)?;
+        self.weigh_query(x, sample, scratch)?;
         if let (Search::Tables, Some(tables)) = (search, &self.tables) {
             return self.activate_from_tables(tables, scratch);
         }
         let MemoryScratch {
-            query,
+            query_features,
+            query_values,
             unit_scores,
             touched,
             is_touched,
@@ -263,7 +260,7 @@ impl Memory {
             ..
         } = scratch;
         self.clear_units(unit_scores, touched, is_touched);
-        for &(f, q) in query.iter() {
+        for (&f, &q) in query_features.iter().zip(query_values.iter()) {
             let (units, values) = self.columns.row(f as usize);
             for (&u, &w) in units.iter().zip(values) {
                 if !is_touched[u as usize] {
@@ -297,7 +294,8 @@ impl Memory {
     /// exactly against the query.
     fn activate_from_tables(&self, tables: &UnitTables, scratch: &mut MemoryScratch) -> Result<()> {
         let MemoryScratch {
-            query,
+            query_features,
+            query_values,
             unit_scores,
             touched,
             is_touched,
@@ -307,19 +305,12 @@ impl Memory {
             ..
         } = scratch;
         self.clear_units(unit_scores, touched, is_touched);
-        if dense_query.len() != self.input_dim {
-            *dense_query = vec![0.0; self.input_dim];
-        }
-        let (indices, values): (Vec<u32>, Vec<f32>) = query.iter().copied().unzip();
-        tables.candidates(&indices, &values, codes, |u| {
+        tables.candidates(query_features, query_values, codes, |u| {
             if !is_touched[u as usize] {
                 is_touched[u as usize] = true;
                 touched.push(u);
             }
         })?;
-        for &(f, q) in query.iter() {
-            dense_query[f as usize] = q;
-        }
         active.clear();
         active.extend(touched.iter().map(|&u| {
             let (features, weights) = self.units.row(u as usize);
@@ -330,27 +321,39 @@ impl Memory {
                 .sum();
             (score, u)
         }));
-        for &(f, _) in query.iter() {
-            dense_query[f as usize] = 0.0;
-        }
         active.retain(|&(score, _)| score != 0.0);
         keep_best(active, self.config.neighbours);
         Ok(())
     }
 
     /// `x`'s nonzero entries weighted like the units' (by the feature weights, then to unit
-    /// length), checked against the input dimension.
-    fn weigh_query(&self, x: Vector<'_>, sample: usize, query: &mut Vec<(u32, f32)>) -> Result<()> {
-        query.clear();
+    /// length), checked against the input dimension, into the scratch's query (both as a
+    /// list and as a dense vector, whose entries of the previous query are cleared first).
+    fn weigh_query(&self, x: Vector<'_>, sample: usize, scratch: &mut MemoryScratch) -> Result<()> {
+        let MemoryScratch {
+            query_features: features,
+            query_values: values,
+            dense_query,
+            ..
+        } = scratch;
+        if dense_query.len() != self.input_dim {
+            *dense_query = vec![0.0; self.input_dim];
+        }
+        for &f in features.iter() {
+            dense_query[f as usize] = 0.0;
+        }
+        features.clear();
+        values.clear();
         super::for_each_nonzero(x, self.input_dim, sample, |i, v| {
             let weighted = v * self.feature_weights[i as usize];
             if weighted != 0.0 {
-                query.push((i, weighted));
+                features.push(i);
+                values.push(weighted);
             }
         })?;
-        let norm = query.iter().map(|(_, v)| v * v).sum::<f32>().sqrt();
-        if norm > 0.0 {
-            query.iter_mut().for_each(|(_, v)| *v /= norm);
+        super::normalise(values);
+        for (&f, &v) in features.iter().zip(values.iter()) {
+            dense_query[f as usize] = v;
         }
         Ok(())
     }

@@ -81,13 +81,7 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
     std::fs::create_dir_all(out)
         .with_context(|| format!("{}: cannot create the output folder", out.display()))
         .map_err(Failure::Input)?;
-    let metrics = out.join(
-        config
-            .log
-            .metrics
-            .as_deref()
-            .unwrap_or(Path::new("metrics.jsonl")),
-    );
+    let metrics = config.log.metrics_path(out);
     let record = serde_json::json!({
         "step": 0, "epoch": 1, "seconds": build_seconds, "train_seconds": build_seconds,
         "p_at_1": stats.precision_at_1, "p_at_3": stats.precision_at_3,

@@ -267,3 +267,10 @@ pub struct LogConfig {
     /// Metrics file (JSON lines), relative to the output folder.
     pub metrics: Option<PathBuf>,
 }
+
+impl LogConfig {
+    /// The metrics file of a run writing to `out` (default `metrics.jsonl`).
+    pub fn metrics_path(&self, out: &std::path::Path) -> PathBuf {
+        out.join(self.metrics.as_deref().unwrap_or("metrics.jsonl".as_ref()))
+    }
+}

@@ -58,13 +58,7 @@ impl Reporter {
         std::fs::create_dir_all(out)
             .with_context(|| format!("cannot create {}", out.display()))
             .map_err(Failure::Input)?;
-        let path = out.join(
-            config
-                .log
-                .metrics
-                .as_deref()
-                .unwrap_or(Path::new("metrics.jsonl")),
-        );
+        let path = config.log.metrics_path(out);
         let metrics = std::fs::OpenOptions::new()
             .create(true)
             .write(true)

@@ -331,6 +331,26 @@ pub fn checkpoint_file(path: &Path) -> PathBuf {
     }
 }
 
+/// The config's data and the memory saved at `path` (a file, or the checkpoint folder
+/// holding [`FILE_NAME`]), checked against the data's shape; `say` gets the data's
+/// announcement: what `eval` and `predict` of a memory score.
+pub fn restored(
+    config: &Config,
+    memory: MemoryConfig,
+    path: &Path,
+    say: &dyn Fn(String),
+) -> Result<(Loaded, Memory), Failure> {
+    let loaded = load_data(config, say)?;
+    let built = load(
+        &checkpoint_file(path),
+        memory,
+        loaded.features,
+        loaded.labels,
+    )
+    .map_err(Failure::Input)?;
+    Ok((loaded, built))
+}
+
 /// Each test sample's answers from the saved memory at `path` (see
 /// [`crate::predict::predict_checkpoint`]).
 pub(crate) fn predict(
@@ -340,14 +360,7 @@ pub(crate) fn predict(
     samples: Option<usize>,
     search: Search,
 ) -> Result<Answers, Failure> {
-    let loaded = load_data(config, &|line| eprintln!("{line}"))?;
-    let built = load(
-        &checkpoint_file(path),
-        memory,
-        loaded.features,
-        loaded.labels,
-    )
-    .map_err(Failure::Input)?;
+    let (loaded, built) = restored(config, memory, path, &|line| eprintln!("{line}"))?;
     let test = loaded.test.examples();
     let batch: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
     let started = Instant::now();

@@ -131,10 +131,8 @@ pub fn evaluate_checkpoint(
     if let Some(memory) = config.memory {
         use crate::memory;
         let search = memory::search_for(mode, &memory);
-        let loaded = memory::load_data(config, &|line| println!("{line}"))?;
+        let (loaded, built) = memory::restored(config, memory, path, &|line| println!("{line}"))?;
         let file = memory::checkpoint_file(path);
-        let built =
-            memory::load(&file, memory, loaded.features, loaded.labels).map_err(Failure::Input)?;
         let samples = samples.unwrap_or(0);
         let (stats, seconds) = memory::evaluate(&built, &loaded, samples, search)?;
         let line = memory::describe(&stats, seconds, loaded.multi_label);

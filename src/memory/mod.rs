@@ -283,7 +283,8 @@ impl Memory {
         self.num_labels
     }
 
-    /// Bytes the weights, the inverted index and the labels take.
+    /// Bytes the weights, the inverted index, the labels and the centroids take (the hash
+    /// tables, when there are any, not counted).
     pub fn bytes(&self) -> usize {
         let part = |c: &Compressed| c.offsets.len() * 8 + c.ids.len() * 4 + c.values.len() * 4;
         part(&self.units)

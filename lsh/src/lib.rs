@@ -7,7 +7,7 @@
 //!
 //! * Families ([`family`]): [`SimHash`] (signed random projections, sparse `±1` or Gaussian),
 //!   [`Wta`] (winner-take-all and densified WTA), [`DophMinHash`] (densified one-permutation
-//!   MinHash). Each maps a dense or sparse [`Vector`] to `L` bucket codes of `range_pow` bits.
+//!   MinHash), [`WeightedMinHash`] (exponential races over weighted sparse inputs). Each maps a dense or sparse [`Vector`] to `L` bucket codes of `range_pow` bits.
 //! * [`HashTables`]: `L` tables of bounded buckets with FIFO or reservoir replacement,
 //!   parallel deterministic rebuilds, memory proportional to the ids stored.
 //! * Sampling ([`Sampling`]): union of buckets, top-k by hit count, or a hit threshold, each
@@ -57,7 +57,7 @@ pub use autotune::{Tuned, tune_for_budget};
 pub use error::{LshError, Result};
 pub use family::{
     CodeBuffer, DophMinHash, FamilyKind, HashFamily, LshFamily, LshParams, Projection, SimHash,
-    Wta, WtaMode, mix64,
+    WeightedMinHash, Wta, WtaMode, mix64,
 };
 pub use sampling::{QueryScratch, SampleCounts, Sampling, Strategy};
 pub use tables::{

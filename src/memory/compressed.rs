@@ -15,6 +15,16 @@ impl Compressed {
         (&self.ids[range.clone()], &self.values[range])
     }
 
+    /// Asks the CPU to start loading row `r` (a hint, see
+    /// [`prefetch_bytes`](crate::kernels::prefetch_bytes)): for rows read in an order the
+    /// hardware cannot guess, such as a query's candidates, so that the next rows arrive
+    /// while this one is computed instead of one after another.
+    pub(crate) fn prefetch_row(&self, r: usize) {
+        let (ids, values) = self.row(r);
+        crate::kernels::prefetch_bytes(ids.as_ptr().cast(), std::mem::size_of_val(ids));
+        crate::kernels::prefetch(values);
+    }
+
     pub(crate) fn rows(&self) -> usize {
         self.offsets.len() - 1
     }

@@ -283,6 +283,12 @@ impl Memory {
         self.num_labels
     }
 
+    /// `K`, `L` and `range_pow` of the hash tables, when the memory has them (tuned from
+    /// [`MemoryLsh::budget`] and the units).
+    pub fn tables_params(&self) -> Option<slide_lsh::LshParams> {
+        self.tables.as_ref().map(UnitTables::params)
+    }
+
     /// Bytes the weights, the inverted index, the labels and the centroids take (the hash
     /// tables, when there are any, not counted).
     pub fn bytes(&self) -> usize {

@@ -12,6 +12,10 @@ use crate::layer::rank_key;
 use crate::stats::EvalStats;
 use crate::top5::Top5;
 
+/// Rows prefetched ahead of the one computed, where rows are read in random order (a
+/// query's candidates, its voted labels' centroids).
+const AHEAD: usize = 8;
+
 /// How a query finds its active units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Search {
@@ -216,7 +220,10 @@ impl Memory {
             ..
         } = scratch;
         let weight = self.config.vote_weight;
-        for &label in scratch.voted.iter() {
+        for (i, &label) in scratch.voted.iter().enumerate() {
+            if let Some(&ahead) = scratch.voted.get(i + AHEAD) {
+                self.centroids.prefetch_row(ahead as usize);
+            }
             let (features, values) = self.centroids.row(label as usize);
             // A frequent label's centroid has thousands of features: look the query's few
             // up in it (its features are sorted) instead of walking it.
@@ -291,7 +298,8 @@ impl Memory {
     }
 
     /// [`activate`](Self::activate) from the units in the query's buckets, each scored
-    /// exactly against the query.
+    /// exactly against the query; with [`MemoryLsh::rescore`](super::MemoryLsh::rescore),
+    /// only that many of them, those found in the most tables.
     fn activate_from_tables(&self, tables: &UnitTables, scratch: &mut MemoryScratch) -> Result<()> {
         let MemoryScratch {
             query_features,
@@ -305,22 +313,31 @@ impl Memory {
             ..
         } = scratch;
         self.clear_units(unit_scores, touched, is_touched);
+        // A unit's score counts the tables whose bucket holds it, until it is computed.
         tables.candidates(query_features, query_values, codes, |u| {
             if !is_touched[u as usize] {
                 is_touched[u as usize] = true;
                 touched.push(u);
             }
+            unit_scores[u as usize] += 1.0;
         })?;
         active.clear();
-        active.extend(touched.iter().map(|&u| {
-            let (features, weights) = self.units.row(u as usize);
-            let score: f32 = features
+        active.extend(touched.iter().map(|&u| (unit_scores[u as usize], u)));
+        if let Some(rescore) = tables.rescore() {
+            keep_best(active, rescore);
+        }
+        for i in 0..active.len() {
+            if let Some(&(_, ahead)) = active.get(i + AHEAD) {
+                self.units.prefetch_row(ahead as usize);
+            }
+            let (score, u) = &mut active[i];
+            let (features, weights) = self.units.row(*u as usize);
+            *score = features
                 .iter()
                 .zip(weights)
                 .map(|(&f, &w)| w * dense_query[f as usize])
                 .sum();
-            (score, u)
-        }));
+        }
         active.retain(|&(score, _)| score != 0.0);
         keep_best(active, self.config.neighbours);
         Ok(())

@@ -279,6 +279,7 @@ fn the_tables_find_a_samples_own_unit() {
     let lsh = MemoryLsh {
         family: slide_lsh::FamilyKind::SimHash(slide_lsh::Projection::Gaussian),
         budget: 20,
+        rescore: None,
     };
     let config = MemoryConfig {
         neighbours: 1,
@@ -312,4 +313,54 @@ fn the_tables_find_a_samples_own_unit() {
         without.evaluate(&train, &all, Search::Tables).unwrap(),
         without.evaluate(&train, &all, Search::Exact).unwrap()
     );
+}
+
+/// Weighted MinHash tables over sparse units take one sub-hash per table and a code per
+/// feature (`K = 1`, `range_pow` = log2 of 1,024 features = 10), as many tables as the
+/// budget buys. Each sample has five features of its own and two of ten common ones; a
+/// query with a training sample's input meets its own unit in every table (equal inputs
+/// race alike), so it is the most found candidate, and computing only that one
+/// (`rescore = 1`) still answers every sample's label.
+#[test]
+fn weighted_minhash_tables_find_a_samples_own_unit() {
+    let mut train = SparseExamples::new();
+    for s in 0..200u32 {
+        let features = [
+            s % 10,
+            (s + 3) % 10,
+            24 + 5 * s,
+            25 + 5 * s,
+            26 + 5 * s,
+            27 + 5 * s,
+        ];
+        let mut sorted = features.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let values = vec![1.0; sorted.len()];
+        train.push(&sorted, &values, &[s % 40]);
+    }
+    let config = |rescore| MemoryConfig {
+        neighbours: 1,
+        centroids: false,
+        lsh: Some(MemoryLsh {
+            family: slide_lsh::FamilyKind::WeightedMinHash,
+            budget: 8,
+            rescore,
+        }),
+        ..MemoryConfig::default()
+    };
+    let all: Vec<usize> = (0..200).collect();
+    for rescore in [None, Some(1)] {
+        let memory = Memory::build(&train, 1024, 40, config(rescore)).unwrap();
+        let params = memory.tables_params().unwrap();
+        assert_eq!((params.k, params.range_pow), (1, 10));
+        // A unit mostly wins one of its own features (IDF: a common feature weighs
+        // ln(201 / 41) = 1.59 against ln(201 / 2) = 4.61: it wins a race with probability
+        // 2 * 1.59^2 / (2 * 1.59^2 + 4 * 4.61^2) = 0.056 on average, but a common feature
+        // whose draw is small wins most of its 40 units in that table), so a bucket holds
+        // one to a few units: several tables for a budget of 8.
+        assert!((3..=8).contains(&params.l), "{params:?}");
+        let stats = memory.evaluate(&train, &all, Search::Tables).unwrap();
+        assert_eq!(stats.precision_at_1, 1.0, "rescore {rescore:?}");
+    }
 }

@@ -62,6 +62,15 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
             built.len(),
             built.bytes() as f64 / 1e6
         );
+        if let Some(p) = built.tables_params() {
+            println!(
+                "tables: {} of 2^{} buckets, {} sub-hash{} per code",
+                p.l,
+                p.range_pow,
+                p.k,
+                if p.k == 1 { "" } else { "es" }
+            );
+        }
     }
     let samples = config.train.eval_samples;
     let (stats, eval_seconds) = evaluate(&built, &loaded, samples, Search::Exact)?;

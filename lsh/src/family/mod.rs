@@ -14,10 +14,12 @@
 
 mod minhash;
 mod simhash;
+mod weighted;
 mod wta;
 
 pub use minhash::DophMinHash;
 pub use simhash::{Projection, SimHash};
+pub use weighted::WeightedMinHash;
 pub use wta::{Wta, WtaMode};
 
 use crate::error::{Result, invalid};
@@ -186,9 +188,9 @@ pub(crate) fn check_rows<F: HashFamily + ?Sized>(
 
 /// Which family to build, with its family-specific settings. In TOML (the `serde`
 /// feature): `{ dwta = { bin_size = 8 } }`, `{ wta = { bin_size = 8 } }`,
-/// `{ simhash = { sparse = { density = 0.33 } } }`, `{ simhash = "gaussian" }` or
-/// `{ minhash = { bits = 3 } }`; a setting left out takes SLIDE's value (bins of 8, density
-/// 1/3, 3 bits).
+/// `{ simhash = { sparse = { density = 0.33 } } }`, `{ simhash = "gaussian" }`,
+/// `{ minhash = { bits = 3 } }` or `"weighted_minhash"`; a setting left out takes SLIDE's
+/// value (bins of 8, density 1/3, 3 bits).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(
     feature = "serde",
@@ -216,6 +218,10 @@ pub enum FamilyKind {
         #[cfg_attr(feature = "serde", serde(default = "serde_defaults::bits"))]
         bits: u32,
     },
+    /// Weighted MinHash by exponential races over the coordinates' squared values: for
+    /// sparse inputs whose rare coordinates weigh more (IDF-weighted bags of words).
+    #[cfg_attr(feature = "serde", serde(rename = "weighted_minhash"))]
+    WeightedMinHash,
 }
 
 /// The values a family's setting takes when a config leaves it out (SLIDE's).
@@ -245,6 +251,8 @@ pub enum LshFamily {
     Wta(Wta),
     /// See [`DophMinHash`].
     MinHash(DophMinHash),
+    /// See [`WeightedMinHash`].
+    WeightedMinHash(WeightedMinHash),
 }
 
 impl FamilyKind {
@@ -260,8 +268,10 @@ impl FamilyKind {
     /// Bits each sub-hash contributes to an exactly concatenated bucket code (what
     /// [`HashFamily::bits_per_code`] of the built family returns, and what
     /// [`tune_for_budget`](crate::tune_for_budget) needs): 1 for SimHash, `log2(bin_size)`
-    /// for WTA and DWTA, `bits` for MinHash. Fails when the family's own settings are out
-    /// of range (see [`validate`](Self::validate)).
+    /// for WTA and DWTA, `bits` for MinHash; for weighted MinHash, whose sub-hash is a
+    /// coordinate, 32 (the built family knows its input dimension and says
+    /// `ceil(log2(dim))`), so tuning takes one sub-hash per table. Fails when the family's
+    /// own settings are out of range (see [`validate`](Self::validate)).
     pub fn bits_per_code(&self) -> Result<u32> {
         match *self {
             FamilyKind::SimHash(Projection::Sparse { density }) => {
@@ -272,6 +282,7 @@ impl FamilyKind {
                 wta::check_bin_size(bin_size).map(|_| bin_size.trailing_zeros())
             }
             FamilyKind::MinHash { bits } => minhash::check_bits(bits).map(|_| bits),
+            FamilyKind::WeightedMinHash => Ok(32),
         }
     }
 }
@@ -293,6 +304,9 @@ impl LshFamily {
             FamilyKind::MinHash { bits } => {
                 LshFamily::MinHash(DophMinHash::new(dim, params, bits, seed)?)
             }
+            FamilyKind::WeightedMinHash => {
+                LshFamily::WeightedMinHash(WeightedMinHash::new(dim, params, seed)?)
+            }
         })
     }
 
@@ -301,6 +315,7 @@ impl LshFamily {
             LshFamily::SimHash(f) => f,
             LshFamily::Wta(f) => f,
             LshFamily::MinHash(f) => f,
+            LshFamily::WeightedMinHash(f) => f,
         }
     }
 }

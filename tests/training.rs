@@ -1597,7 +1597,9 @@ fn training_steps_rescore_the_shared_negatives_with_the_batch_labels() {
 
 /// The exact-picks ablation puts, after the forced ids, as many of the highest-scoring
 /// other neurons as the tables picked (every neuron scored), then the random ids that are
-/// not among them; the counts add up to the active set.
+/// not among them; the counts add up to the active set. (Built with the `ablations` feature,
+/// as `cargo test --workspace` builds the core.)
+#[cfg(feature = "ablations")]
 #[test]
 fn exact_picks_are_the_best_scoring_neurons_outside_the_forced_ones() {
     let mut config = sampled(60, Activation::Softmax, 12);

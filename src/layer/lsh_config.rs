@@ -221,6 +221,7 @@ impl LshConfig {
         }
         // The names these settings had before `picks` and `warmup` grouped them, so
         // checkpoints written then compare equal.
+        #[cfg(feature = "ablations")]
         if self.picks == Picks::Exact {
             put("exact_picks", "true".to_string());
         }

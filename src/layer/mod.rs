@@ -51,6 +51,8 @@
 
 mod block;
 pub mod config;
+#[cfg(feature = "ablations")]
+mod exact_picks;
 mod lsh;
 mod lsh_config;
 pub mod passes;

@@ -2,11 +2,37 @@
 //! shared negatives (or their pool) the layer derives from the mean input of a recent
 //! training batch, refreshed by scoring every neuron and re-ranked in between.
 
-use slide_lsh::{HashTables, LshFamily, Sampling, TablesStats, Vector};
+use slide_lsh::{HashTables, LshFamily, Sampling, TablesConfig, TablesStats, Vector};
 
 use super::{LshConfig, Precision, SparseLayer, rank_key};
 use crate::error::Result;
 use crate::kernels::{Values, kernels};
+
+/// What the LSH state derives from the settings (the estimate of
+/// [`NetworkConfig::estimated_bytes`](crate::NetworkConfig::estimated_bytes) reads them too).
+impl LshConfig {
+    /// Whether each sample picks its shared negatives from a larger pool (see
+    /// [`shared_pool`](Self::shared_pool)).
+    pub(crate) fn pooled(&self) -> bool {
+        self.shared_pool > self.shared_negatives
+    }
+
+    /// How many ids the layer keeps for the mean input: the pool, or the shared negatives.
+    pub(crate) fn shared_len(&self) -> usize {
+        self.shared_negatives.max(self.shared_pool)
+    }
+
+    /// The tables' config for a layer of `out_dim` neurons.
+    pub(crate) fn tables(&self, out_dim: usize, seed: u64) -> TablesConfig {
+        TablesConfig::for_family(
+            self.params,
+            out_dim,
+            self.bucket_capacity,
+            self.policy,
+            seed,
+        )
+    }
+}
 
 /// What a layer sampled by LSH keeps beside its parameters (see the module documentation).
 pub(crate) struct LshState {

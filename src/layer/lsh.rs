@@ -80,9 +80,10 @@ impl LshState {
     }
 
     /// The LSH state of a layer `in_dim -> out_dim` as `lsh` describes it, hashing with
-    /// functions and tables drawn from `seed`; its tables are empty.
+    /// functions and tables drawn from `seed`; its tables are empty. `lsh` has passed
+    /// [`LshConfig::validate`] (in [`LayerConfig::validate`](crate::LayerConfig::validate),
+    /// which the layer runs first); what it checks is not checked again here.
     pub(crate) fn new(lsh: &LshConfig, in_dim: usize, out_dim: usize, seed: u64) -> Result<Self> {
-        lsh.validate(out_dim)?;
         let family = LshFamily::new(lsh.family, in_dim, lsh.params, seed ^ 0x6c73_6800)?;
         let tables = HashTables::new(lsh.tables(out_dim, seed ^ 0x7462_6c00))?;
         let stats = tables.stats();

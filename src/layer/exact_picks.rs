@@ -9,10 +9,10 @@ use super::SparseLayer;
 use super::config::Picks;
 
 impl SparseLayer {
-    /// [`Picks::Exact`]: the tables' picks in
-    /// `active` (after the `sources.forced` forced ids) replaced by as many of the
-    /// highest-scoring neurons that are not forced, the random ids after them kept unless
-    /// now picked (`sources` counts what is left). Scores every neuron; allocates.
+    /// [`Picks::Exact`]: the tables' picks in `active` (after the `sources.forced` forced
+    /// ids) replaced by as many of the highest-scoring neurons that are not forced, the
+    /// random ids after them kept unless now picked (`sources` counts what is left). Scores
+    /// every neuron; allocates.
     pub(super) fn replace_picks_with_exact(
         &self,
         input: Vector<'_>,

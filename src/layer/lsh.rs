@@ -8,8 +8,9 @@ use super::{LshConfig, Precision, SparseLayer, rank_key};
 use crate::error::Result;
 use crate::kernels::{Values, kernels};
 
-/// What the LSH state derives from the settings (the estimate of
-/// [`NetworkConfig::estimated_bytes`](crate::NetworkConfig::estimated_bytes) reads them too).
+/// What the LSH state derives from the settings
+/// ([`NetworkConfig::estimated_bytes`](crate::NetworkConfig::estimated_bytes) reads them
+/// too, so the estimate and the built layer agree).
 impl LshConfig {
     /// Whether each sample picks its shared negatives from a larger pool (see
     /// [`shared_pool`](Self::shared_pool)).

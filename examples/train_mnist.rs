@@ -67,20 +67,18 @@ fn main() {
             l: 50,
             range_pow: 6,
         },
-        bucket_capacity: 128,
         policy: BucketPolicy::Reservoir,
         sampling: Sampling::top_k(active).with_min_active(active),
         ..Default::default()
     });
+    let layers = vec![
+        LayerConfig {
+            lsh,
+            ..LayerConfig::new(hidden, Activation::Relu)
+        },
+        LayerConfig::new(10, Activation::Softmax),
+    ];
     let mut net = Network::new(NetworkConfig {
-        input_dim: 784,
-        layers: vec![
-            LayerConfig {
-                lsh,
-                ..LayerConfig::new(hidden, Activation::Relu)
-            },
-            LayerConfig::new(10, Activation::Softmax),
-        ],
         adam: AdamConfig {
             lr,
             ..AdamConfig::default()
@@ -90,6 +88,7 @@ fn main() {
             growth: 1.1,
         },
         seed: 5,
+        ..NetworkConfig::new(784, layers)
     })
     .unwrap_or_else(|e| fail(e));
     println!(

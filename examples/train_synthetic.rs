@@ -108,8 +108,6 @@ fn main() {
         ..LayerConfig::new(128, Activation::Relu)
     };
     let mut net = Network::new(NetworkConfig {
-        input_dim: FEATURES,
-        layers: vec![hidden, output],
         adam: AdamConfig {
             lr: 3e-3,
             ..AdamConfig::default()
@@ -119,6 +117,7 @@ fn main() {
             growth: 1.1,
         },
         seed: 11,
+        ..NetworkConfig::new(FEATURES, vec![hidden, output])
     })
     .unwrap_or_else(|e| {
         eprintln!("train_synthetic: {e}");

@@ -126,20 +126,18 @@ fn skipped_row_update(bias_correction: BiasCorrection, correction_t: u32, other_
     data.push(&[2], &[1.0], &[1]);
     let adam = AdamConfig {
         lr: 0.01,
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
         bias_correction,
+        ..AdamConfig::default()
     };
+    let layers = vec![
+        input_major(4, Activation::Relu),
+        dense(2, Activation::Softmax),
+    ];
     let mut net = Network::new(NetworkConfig {
-        input_dim: 3,
-        layers: vec![
-            input_major(4, Activation::Relu),
-            dense(2, Activation::Softmax),
-        ],
         adam,
         rebuild: RebuildSchedule::Fixed { every: 100 },
         seed: 4,
+        ..NetworkConfig::new(3, layers)
     })
     .unwrap();
     net.train_step(&mut slide::Workspace::new(), &data, &[0])
@@ -314,11 +312,8 @@ fn bad_input_is_a_typed_error() {
     assert_eq!(net.step(), 0);
 
     let config = |layers| NetworkConfig {
-        input_dim: 10,
-        layers,
-        adam: AdamConfig::default(),
         rebuild: RebuildSchedule::Fixed { every: 1 },
-        seed: 0,
+        ..NetworkConfig::new(10, layers)
     };
     let reason = |c| match Network::new(c) {
         Err(SlideError::InvalidConfig { what, reason }) => format!("{what}: {reason}"),
@@ -347,15 +342,14 @@ fn bad_input_is_a_typed_error() {
 
 fn rebuild_steps(schedule: RebuildSchedule, steps: usize) -> Vec<usize> {
     let data = sparse_data(64, 40, 30, 12);
+    let layers = vec![
+        input_major(8, Activation::Relu),
+        sampled(30, Activation::Softmax, 4),
+    ];
     let mut net = Network::new(NetworkConfig {
-        input_dim: 40,
-        layers: vec![
-            input_major(8, Activation::Relu),
-            sampled(30, Activation::Softmax, 4),
-        ],
-        adam: AdamConfig::default(),
         rebuild: schedule,
         seed: 13,
+        ..NetworkConfig::new(40, layers)
     })
     .unwrap();
     train(&mut net, &data, steps, 8)
@@ -845,8 +839,6 @@ fn resumable_config(seed: u64) -> NetworkConfig {
         vec![input_major(24, Activation::Relu), output]
     };
     NetworkConfig {
-        input_dim: 60,
-        layers: layers(),
         adam: AdamConfig {
             lr: 1e-2,
             ..AdamConfig::default()
@@ -856,6 +848,7 @@ fn resumable_config(seed: u64) -> NetworkConfig {
             growth: 1.5,
         },
         seed,
+        ..NetworkConfig::new(60, layers())
     }
 }
 
@@ -1131,28 +1124,27 @@ fn recorded_runs(correction: BiasCorrection) -> (u64, u64) {
     };
     let build_sparse = || {
         Network::new(NetworkConfig {
-            input_dim: 300,
-            layers: vec![input_major(32, Activation::Relu), output],
             adam: adam(3e-3),
             rebuild: RebuildSchedule::Exponential {
                 first: 3,
                 growth: 1.5,
             },
             seed: 21,
+            ..NetworkConfig::new(300, vec![input_major(32, Activation::Relu), output])
         })
         .unwrap()
     };
     let dense_set = dense_data(128, 24, 6, 12);
     let build_dense = || {
+        let layers = vec![
+            sampled(40, Activation::Relu, 12),
+            dense(6, Activation::Softmax),
+        ];
         Network::new(NetworkConfig {
-            input_dim: 24,
-            layers: vec![
-                sampled(40, Activation::Relu, 12),
-                dense(6, Activation::Softmax),
-            ],
             adam: adam(1e-2),
             rebuild: RebuildSchedule::Fixed { every: 5 },
             seed: 22,
+            ..NetworkConfig::new(24, layers)
         })
         .unwrap()
     };
@@ -1597,7 +1589,9 @@ fn training_steps_rescore_the_shared_negatives_with_the_batch_labels() {
 
 /// The exact-picks ablation puts, after the forced ids, as many of the highest-scoring
 /// other neurons as the tables picked (every neuron scored), then the random ids that are
-/// not among them; the counts add up to the active set.
+/// not among them; the counts add up to the active set. (Built with the `ablations` feature,
+/// as `cargo test --workspace` builds the core.)
+#[cfg(feature = "ablations")]
 #[test]
 fn exact_picks_are_the_best_scoring_neurons_outside_the_forced_ones() {
     let mut config = sampled(60, Activation::Softmax, 12);

@@ -140,8 +140,10 @@ def main():
         plot(a)
         return
 
-    subprocess.run(['cargo', 'build', '--release', '--locked', '--bin', 'slide-train'],
-                   check=True)
+    # With the ablations (`--set 'network.layers.1.lsh.picks="exact"'`), as the benchmarks'
+    # crate builds the trainer: the same training pass as the benchmarks measure.
+    subprocess.run(['cargo', 'build', '--release', '--locked', '-p', 'slide-trainer',
+                    '--features', 'ablations', '--bin', 'slide-train'], check=True)
     slide = os.path.join('target', 'release', 'slide-train')
     train, test = os.path.join(a.data, 'train.txt'), os.path.join(a.data, 'test.txt')
     if not os.path.exists(train):

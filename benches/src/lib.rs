@@ -13,6 +13,15 @@ pub const AMAZON_HIDDEN: usize = 128;
 /// Mean nonzeros per Amazon-670K sample (rounded).
 pub const AMAZON_NNZ: usize = 75;
 
+/// The paper's Amazon-670K hidden layer: [`AMAZON_HIDDEN`] ReLU units, input-major (a step
+/// touches only the rows of a sample's nonzero features), every unit active.
+pub fn amazon_hidden_layer() -> slide::LayerConfig {
+    slide::LayerConfig {
+        layout: slide::WeightLayout::InputMajor,
+        ..slide::LayerConfig::new(AMAZON_HIDDEN, slide::Activation::Relu)
+    }
+}
+
 /// `n` dense vectors of `dim` standard-uniform-in-[-1, 1] values, row-major.
 pub fn dense_rows(n: usize, dim: usize, seed: u64) -> Vec<f32> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);

@@ -10,14 +10,14 @@ use std::time::Instant;
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
-use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
+use slide::lsh::{FamilyKind, LshParams, Sampling};
 use slide::{
-    Activation, AdamConfig, DenseExamples, Examples, Init, LayerConfig, LshConfig, Network,
-    NetworkConfig, RebuildSchedule, SparseExamples, StepStats, WeightLayout,
+    Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LshConfig, Network,
+    NetworkConfig, RebuildSchedule, SparseExamples, StepStats,
 };
 
 use crate::baseline::Baseline;
-use crate::{AMAZON_FEATURES, AMAZON_HIDDEN, AMAZON_NNZ, sparse_vector};
+use crate::{AMAZON_FEATURES, AMAZON_NNZ, amazon_hidden_layer, sparse_vector};
 
 /// Which layer grows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,8 +109,6 @@ impl Recipe {
         LshConfig {
             family: self.family,
             params: self.params,
-            bucket_capacity: 128,
-            policy: BucketPolicy::Fifo,
             sampling: sampling.with_min_active(self.budget),
             ..Default::default()
         }
@@ -132,52 +130,24 @@ pub fn network(
             784,
             vec![
                 LayerConfig {
-                    out_dim: width,
-                    activation: Activation::Relu,
-                    layout: WeightLayout::NeuronMajor,
-                    init: Init::Glorot,
                     lsh,
-                    moments: Default::default(),
-                    weights: Default::default(),
+                    ..LayerConfig::new(width, Activation::Relu)
                 },
-                LayerConfig {
-                    out_dim: 10,
-                    activation: Activation::Softmax,
-                    layout: WeightLayout::NeuronMajor,
-                    init: Init::Glorot,
-                    lsh: None,
-                    moments: Default::default(),
-                    weights: Default::default(),
-                },
+                LayerConfig::new(10, Activation::Softmax),
             ],
         ),
         Sweep::Xmc => (
             AMAZON_FEATURES,
             vec![
+                amazon_hidden_layer(),
                 LayerConfig {
-                    out_dim: AMAZON_HIDDEN,
-                    activation: Activation::Relu,
-                    layout: WeightLayout::InputMajor,
-                    init: Init::Glorot,
-                    lsh: None,
-                    moments: Default::default(),
-                    weights: Default::default(),
-                },
-                LayerConfig {
-                    out_dim: width,
-                    activation: Activation::Softmax,
-                    layout: WeightLayout::NeuronMajor,
-                    init: Init::Glorot,
                     lsh,
-                    moments: Default::default(),
-                    weights: Default::default(),
+                    ..LayerConfig::new(width, Activation::Softmax)
                 },
             ],
         ),
     };
     Network::new(NetworkConfig {
-        input_dim,
-        layers,
         adam: AdamConfig {
             lr: recipe.lr,
             ..AdamConfig::default()
@@ -187,6 +157,7 @@ pub fn network(
             growth: 1.1,
         },
         seed,
+        ..NetworkConfig::new(input_dim, layers)
     })
 }
 

@@ -4,9 +4,9 @@
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
-use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling};
+use slide::lsh::{FamilyKind, LshParams, Projection, Sampling};
 use slide::{
-    Activation, AdamConfig, DenseExamples, Init, LayerConfig, LayerGradients, LshConfig, Network,
+    Activation, AdamConfig, DenseExamples, LayerConfig, LayerGradients, LshConfig, Network,
     NetworkConfig, RebuildSchedule, SparseExamples, WeightLayout,
 };
 use slide_benches::baseline::{Baseline, Gradients};
@@ -18,10 +18,7 @@ fn layer(
     budget: Option<usize>,
 ) -> LayerConfig {
     LayerConfig {
-        out_dim,
-        activation,
         layout,
-        init: Init::Glorot,
         lsh: budget.map(|b| LshConfig {
             family: FamilyKind::SimHash(Projection::Gaussian),
             params: LshParams {
@@ -30,25 +27,22 @@ fn layer(
                 range_pow: 3,
             },
             bucket_capacity: 8,
-            policy: BucketPolicy::Fifo,
             sampling: Sampling::vanilla().with_budget(b).with_min_active(b),
             ..Default::default()
         }),
-        moments: Default::default(),
-        weights: Default::default(),
+        ..LayerConfig::new(out_dim, activation)
     }
 }
 
 fn network(input_dim: usize, layers: Vec<LayerConfig>) -> Network {
     Network::new(NetworkConfig {
-        input_dim,
-        layers,
         adam: AdamConfig {
             lr: 0.01,
             ..AdamConfig::default()
         },
         rebuild: RebuildSchedule::Fixed { every: 100 },
         seed: 21,
+        ..NetworkConfig::new(input_dim, layers)
     })
     .unwrap()
 }

@@ -2,11 +2,38 @@
 //! shared negatives (or their pool) the layer derives from the mean input of a recent
 //! training batch, refreshed by scoring every neuron and re-ranked in between.
 
-use slide_lsh::{HashTables, LshFamily, Sampling, TablesStats, Vector};
+use slide_lsh::{HashTables, LshFamily, Sampling, TablesConfig, TablesStats, Vector};
 
 use super::{LshConfig, Precision, SparseLayer, rank_key};
 use crate::error::Result;
 use crate::kernels::{Values, kernels};
+
+/// What the LSH state derives from the settings
+/// ([`NetworkConfig::estimated_bytes`](crate::NetworkConfig::estimated_bytes) reads them
+/// too, so the estimate and the built layer agree).
+impl LshConfig {
+    /// Whether each sample picks its shared negatives from a larger pool (see
+    /// [`shared_pool`](Self::shared_pool)).
+    pub(crate) fn pooled(&self) -> bool {
+        self.shared_pool > self.shared_negatives
+    }
+
+    /// How many ids the layer keeps for the mean input: the pool, or the shared negatives.
+    pub(crate) fn shared_len(&self) -> usize {
+        self.shared_negatives.max(self.shared_pool)
+    }
+
+    /// The tables' config for a layer of `out_dim` neurons.
+    pub(crate) fn tables(&self, out_dim: usize, seed: u64) -> TablesConfig {
+        TablesConfig::for_family(
+            self.params,
+            out_dim,
+            self.bucket_capacity,
+            self.policy,
+            seed,
+        )
+    }
+}
 
 /// What a layer sampled by LSH keeps beside its parameters (see the module documentation).
 pub(crate) struct LshState {
@@ -54,9 +81,10 @@ impl LshState {
     }
 
     /// The LSH state of a layer `in_dim -> out_dim` as `lsh` describes it, hashing with
-    /// functions and tables drawn from `seed`; its tables are empty.
+    /// functions and tables drawn from `seed`; its tables are empty. `lsh` has passed
+    /// [`LshConfig::validate`] (in [`LayerConfig::validate`](crate::LayerConfig::validate),
+    /// which the layer runs first); what it checks is not checked again here.
     pub(crate) fn new(lsh: &LshConfig, in_dim: usize, out_dim: usize, seed: u64) -> Result<Self> {
-        lsh.validate(out_dim)?;
         let family = LshFamily::new(lsh.family, in_dim, lsh.params, seed ^ 0x6c73_6800)?;
         let tables = HashTables::new(lsh.tables(out_dim, seed ^ 0x7462_6c00))?;
         let stats = tables.stats();

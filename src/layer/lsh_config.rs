@@ -1,11 +1,12 @@
 //! How a layer is sampled: [`LshConfig`] (family, tables, sampling, the corrections and
 //! shared negatives), its settings' names in a config file and a checkpoint's description,
-//! and their checks. Where its picks come from is in `picks.rs`, its warm-up in
-//! `warmup.rs`.
+//! and their checks: what a new setting touches in the core, in one file. Where its picks
+//! come from is in `picks.rs`, its warm-up in `warmup.rs`, what the layer's LSH state
+//! derives from it (the tables' config, the shared negatives' length) in `lsh.rs`.
 
 #[cfg(feature = "serde")]
 use slide_lsh::Strategy;
-use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling, TablesConfig};
+use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
 
 use super::picks::Picks;
 use super::warmup::{Warmup, WarmupLength};
@@ -147,40 +148,6 @@ impl Default for LshConfig {
 }
 
 impl LshConfig {
-    /// The warm-up's random ids and length in steps, `(0, 0)` without one (a length in
-    /// epochs, which [`Warmup::check_in_steps`] refuses at construction, counts as none).
-    pub(crate) fn warmup_random_and_steps(&self) -> (usize, u64) {
-        match self.warmup {
-            Some(Warmup {
-                random,
-                length: WarmupLength::Steps(steps),
-            }) => (random, steps),
-            _ => (0, 0),
-        }
-    }
-
-    /// Whether each sample picks its shared negatives from a larger pool (see
-    /// [`shared_pool`](Self::shared_pool)).
-    pub(crate) fn pooled(&self) -> bool {
-        self.shared_pool > self.shared_negatives
-    }
-
-    /// How many ids the layer keeps for the mean input: the pool, or the shared negatives.
-    pub(crate) fn shared_len(&self) -> usize {
-        self.shared_negatives.max(self.shared_pool)
-    }
-
-    /// The tables' config for a layer of `out_dim` neurons.
-    pub(crate) fn tables(&self, out_dim: usize, seed: u64) -> TablesConfig {
-        TablesConfig::for_family(
-            self.params,
-            out_dim,
-            self.bucket_capacity,
-            self.policy,
-            seed,
-        )
-    }
-
     /// The settings' names in [`describe`](Self::describe) that only shape training: the
     /// [architecture hash](crate::NetworkConfig::architecture_hash) leaves them out.
     pub(crate) const TRAINING_ONLY: [&str; 5] = [
@@ -221,6 +188,7 @@ impl LshConfig {
         }
         // The names these settings had before `picks` and `warmup` grouped them, so
         // checkpoints written then compare equal.
+        #[cfg(feature = "ablations")]
         if self.picks == Picks::Exact {
             put("exact_picks", "true".to_string());
         }

@@ -12,19 +12,11 @@
 //! ```
 //! use slide::lsh::Vector;
 //! use slide::{
-//!     Activation, Adam, AdamConfig, Init, LayerConfig, LayerTrace, Mode, Precision,
-//!     SparseLayer, UpdateScratch, WeightLayout, sample_rng,
+//!     Activation, Adam, AdamConfig, LayerConfig, LayerTrace, Mode, SparseLayer,
+//!     UpdateScratch, sample_rng,
 //! };
 //!
-//! let config = LayerConfig {
-//!     out_dim: 8,
-//!     activation: Activation::Linear,
-//!     layout: WeightLayout::NeuronMajor,
-//!     init: Init::Glorot,
-//!     lsh: None,
-//!     moments: Precision::F32,
-//!     weights: Precision::F32,
-//! };
+//! let config = LayerConfig::new(8, Activation::Linear);
 //! let mut layer = SparseLayer::new(4, &config, 1)?;
 //! let mut adam = Adam::new(AdamConfig { lr: 0.05, ..AdamConfig::default() })?;
 //! let (mut scratch, mut update) = (layer.select_scratch(), UpdateScratch::default());
@@ -51,6 +43,8 @@
 
 mod block;
 pub mod config;
+#[cfg(feature = "ablations")]
+mod exact_picks;
 mod lsh;
 mod lsh_config;
 pub mod passes;

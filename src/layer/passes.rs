@@ -101,6 +101,9 @@ impl SparseLayer {
                 &mut b.query,
                 &mut trace.active,
             )?;
+            // The exact-picks ablation: a build without the `ablations` feature has no such
+            // picks and no branch for them.
+            #[cfg(feature = "ablations")]
             if mode == Mode::Train && lsh.config.picks == super::config::Picks::Exact {
                 self.replace_picks_with_exact(input, &mut trace.sources, &mut trace.active);
             }

@@ -1,5 +1,5 @@
-//! Where a sampled layer's picks come from: the tables, or an ablation ([`Picks`]), and the
-//! sampling the layer then runs.
+//! Where a sampled layer's picks come from: the tables, or uniformly random ids
+//! ([`Picks`]), and the sampling the layer then runs.
 
 use slide_lsh::{Sampling, Strategy};
 
@@ -7,7 +7,10 @@ use super::lsh_config::LshConfig;
 
 /// Where a sampled layer's per-sample picks (the active ids beyond the forced labels, the
 /// shared negatives and the random ones) come from. [`Tables`](Self::Tables) is the
-/// product; the other two are ablations that measure what the tables add or could add.
+/// product; [`Uniform`](Self::Uniform) measures what the tables add. The ablation that
+/// measures what better tables could add, `Exact`, is built only with the `ablations`
+/// feature (the benchmarks' crate turns it on): a program built without it cannot ask for
+/// it, and the training pass then carries no branch for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(
     feature = "serde",
@@ -18,16 +21,18 @@ pub enum Picks {
     /// The hash tables, queried with [`LshConfig::sampling`].
     #[default]
     Tables,
-    /// Ablation: nothing from the tables; the sampling's budget (top-k's `k`) in uniformly
-    /// random ids instead, on top of its `random_extra`: uniform negative sampling at the same
-    /// budget, to measure what LSH adds. The layer then neither builds its tables nor hashes
-    /// queries, so its time is a uniform sampler's (the shared negatives are still picked).
-    /// Needs a budget.
+    /// Uniform negative sampling: nothing from the tables; the sampling's budget (top-k's
+    /// `k`) in uniformly random ids instead, on top of its `random_extra`, the baseline
+    /// that measures what LSH adds at the same budget. The layer then neither builds its
+    /// tables nor hashes queries, so its time is a uniform sampler's (the shared negatives
+    /// are still picked). Needs a budget.
     Uniform,
-    /// Ablation, slow: in training, the tables' picks are replaced by the same number of the
-    /// sample's highest-scoring neurons outside the forced ids (every neuron scored for
-    /// every sample): the picks perfect retrieval would make, to measure what better tables
-    /// could buy. Sources, log-Q and everything else stay as the tables left them.
+    /// Ablation, slow, built only with the `ablations` feature: in training, the tables'
+    /// picks are replaced by the same number of the sample's highest-scoring neurons outside
+    /// the forced ids (every neuron scored for every sample): the picks perfect retrieval
+    /// would make, to measure what better tables could buy. Sources, log-Q and everything
+    /// else stay as the tables left them.
+    #[cfg(feature = "ablations")]
     Exact,
 }
 
@@ -54,7 +59,9 @@ impl LshConfig {
                 random_extra: self.sampling.random_extra + self.budget(),
                 ..self.sampling
             },
-            Picks::Tables | Picks::Exact => self.sampling,
+            Picks::Tables => self.sampling,
+            #[cfg(feature = "ablations")]
+            Picks::Exact => self.sampling,
         }
     }
 }

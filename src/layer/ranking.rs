@@ -1,47 +1,15 @@
-//! The exact scoring of every neuron that evaluation and the shared negatives use, the
-//! exact picks that replace the tables' ones (see
-//! [`Picks::Exact`](super::Picks::Exact)), and the rank keys every
-//! ranking of neurons follows.
+//! The exact scoring of every neuron that evaluation, the shared negatives and the
+//! exact-picks ablation (`exact_picks.rs`) use, and the rank keys every ranking of neurons
+//! follows.
 
 use rayon::prelude::*;
-use slide_lsh::{SampleCounts, Vector};
+use slide_lsh::Vector;
 
 use super::SparseLayer;
 use super::passes::PREFETCH_AHEAD;
 use crate::kernels::{kernels, prefetch_values};
 
 impl SparseLayer {
-    /// [`Picks::Exact`](super::Picks::Exact): the tables' picks in
-    /// `active` (after the `sources.forced` forced ids) replaced by as many of the
-    /// highest-scoring neurons that are not forced, the random ids after them kept unless
-    /// now picked (`sources` counts what is left). Scores every neuron; allocates.
-    pub(super) fn replace_picks_with_exact(
-        &self,
-        input: Vector<'_>,
-        sources: &mut SampleCounts,
-        active: &mut Vec<u32>,
-    ) {
-        let (forced, picks) = (sources.forced, sources.from_tables);
-        let random = active.split_off(forced + picks);
-        active.truncate(forced);
-        let mut taken = active.clone();
-        taken.sort_unstable();
-        let best = self.top_neurons(input, forced + picks);
-        let exact = best
-            .into_iter()
-            .filter(|id| taken.binary_search(id).is_err());
-        active.extend(exact.take(picks));
-        taken.extend_from_slice(&active[forced..]);
-        taken.sort_unstable();
-        sources.from_tables = active.len() - forced;
-        active.extend(
-            random
-                .into_iter()
-                .filter(|id| taken.binary_search(id).is_err()),
-        );
-        sources.random_fill = active.len() - forced - sources.from_tables;
-    }
-
     /// The ids of the `top` neurons with the highest pre-activation for `input` (every
     /// neuron scored, in parallel over blocks of neurons; ties: the lower id, see
     /// [`rank_key`]), best first. Neuron-major layers only.

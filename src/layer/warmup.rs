@@ -1,6 +1,7 @@
 //! A sampled layer's warm-up: uniformly random ids for the first steps or epochs of
-//! training ([`Warmup`], [`WarmupLength`]), part of its [`LshConfig`](super::LshConfig).
+//! training ([`Warmup`], [`WarmupLength`]), part of its [`LshConfig`].
 
+use super::lsh_config::LshConfig;
 use crate::error::Result;
 
 /// A warm-up: [`random`](Self::random) uniformly random ids join the sampling's
@@ -81,6 +82,20 @@ impl Warmup {
             steps => steps,
         };
         Warmup { length, ..self }
+    }
+}
+
+impl LshConfig {
+    /// The warm-up's random ids and length in steps, `(0, 0)` without one (a length in
+    /// epochs, which [`Warmup::check_in_steps`] refuses at construction, counts as none).
+    pub(crate) fn warmup_random_and_steps(&self) -> (usize, u64) {
+        match self.warmup {
+            Some(Warmup {
+                random,
+                length: WarmupLength::Steps(steps),
+            }) => (random, steps),
+            _ => (0, 0),
+        }
     }
 }
 

@@ -6,7 +6,7 @@ pub mod scratch;
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
-use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling, Vector};
+use slide::lsh::{FamilyKind, LshParams, Projection, Sampling, Vector};
 use slide::{
     Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LayerGradients, LshConfig,
     Network, NetworkConfig, RebuildSchedule, SparseExamples, WeightLayout,
@@ -34,7 +34,6 @@ pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> Lay
             range_pow: 3,
         },
         bucket_capacity: 8,
-        policy: BucketPolicy::Fifo,
         sampling: Sampling::vanilla()
             .with_budget(min_active)
             .with_min_active(min_active),

@@ -14,13 +14,13 @@
 
 use std::time::Instant;
 
-use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
+use slide::lsh::{FamilyKind, LshParams, Sampling};
 use slide::{
-    Activation, AdamConfig, Examples, Init, LayerConfig, LshConfig, Network, NetworkConfig,
-    PhaseTimes, Precision, RebuildSchedule, StepStats, WeightLayout,
+    Activation, Examples, LayerConfig, LshConfig, Network, NetworkConfig, PhaseTimes, Precision,
+    RebuildSchedule, StepStats,
 };
 use slide_benches::scaling::{mnist_like, xmc_like};
-use slide_benches::{AMAZON_FEATURES, AMAZON_HIDDEN, AMAZON_LABELS};
+use slide_benches::{AMAZON_FEATURES, AMAZON_LABELS, amazon_hidden_layer};
 
 struct Options {
     shape: String,
@@ -87,8 +87,6 @@ fn lsh(o: &Options) -> LshConfig {
             l: o.l,
             range_pow: (3 * o.k as u32).min(18),
         },
-        bucket_capacity: 128,
-        policy: BucketPolicy::Fifo,
         sampling: Sampling::vanilla()
             .with_budget(o.active)
             .with_min_active(o.active),
@@ -120,23 +118,11 @@ fn main() {
             "amazon" => (
                 AMAZON_FEATURES,
                 vec![
+                    amazon_hidden_layer(),
                     LayerConfig {
-                        out_dim: AMAZON_HIDDEN,
-                        activation: Activation::Relu,
-                        layout: WeightLayout::InputMajor,
-                        init: Init::Glorot,
-                        lsh: None,
-                        moments: Default::default(),
-                        weights: Default::default(),
-                    },
-                    LayerConfig {
-                        out_dim: AMAZON_LABELS,
-                        activation: Activation::Softmax,
-                        layout: WeightLayout::NeuronMajor,
-                        init: Init::Glorot,
-                        lsh: Some(lsh(&o)),
                         moments: o.precision,
                         weights: o.precision,
+                        ..LayerConfig::new(AMAZON_LABELS, Activation::Softmax).sampled(lsh(&o))
                     },
                 ],
                 Box::new(xmc_like(4096, AMAZON_LABELS, 1)),
@@ -145,23 +131,11 @@ fn main() {
                 784,
                 vec![
                     LayerConfig {
-                        out_dim: o.hidden,
-                        activation: Activation::Relu,
-                        layout: WeightLayout::NeuronMajor,
-                        init: Init::Glorot,
-                        lsh: Some(lsh(&o)),
                         moments: o.precision,
                         weights: o.precision,
+                        ..LayerConfig::new(o.hidden, Activation::Relu).sampled(lsh(&o))
                     },
-                    LayerConfig {
-                        out_dim: 10,
-                        activation: Activation::Softmax,
-                        layout: WeightLayout::NeuronMajor,
-                        init: Init::Glorot,
-                        lsh: None,
-                        moments: Default::default(),
-                        weights: Default::default(),
-                    },
+                    LayerConfig::new(10, Activation::Softmax),
                 ],
                 Box::new(mnist_like(4096, 2)),
             ),
@@ -172,9 +146,6 @@ fn main() {
         };
     let started = Instant::now();
     let mut net = match Network::new(NetworkConfig {
-        input_dim,
-        layers,
-        adam: AdamConfig::default(),
         rebuild: if o.rebuild_growth <= 1000 {
             RebuildSchedule::Fixed {
                 every: o.rebuild_every,
@@ -186,6 +157,7 @@ fn main() {
             }
         },
         seed: 3,
+        ..NetworkConfig::new(input_dim, layers)
     }) {
         Ok(net) => net,
         Err(e) => {

@@ -11,27 +11,21 @@ use super::*;
 use safetensors::tensor::Dtype;
 use scratch::Scratch;
 use slide::config::{FNV_OFFSET, fnv1a};
-use slide::{Activation, AdamConfig, Init, LayerConfig, RebuildSchedule, WeightLayout};
+use slide::{Activation, AdamConfig, LayerConfig, RebuildSchedule};
 
 fn config(lr: f32) -> NetworkConfig {
-    let layer = |out_dim, activation| LayerConfig {
-        out_dim,
-        activation,
-        layout: WeightLayout::NeuronMajor,
-        init: Init::Glorot,
-        lsh: None,
-        moments: Default::default(),
-        weights: Default::default(),
-    };
+    let layers = vec![
+        LayerConfig::new(4, Activation::Relu),
+        LayerConfig::new(3, Activation::Softmax),
+    ];
     NetworkConfig {
-        input_dim: 6,
-        layers: vec![layer(4, Activation::Relu), layer(3, Activation::Softmax)],
         adam: AdamConfig {
             lr,
             ..AdamConfig::default()
         },
         rebuild: RebuildSchedule::Fixed { every: 5 },
         seed: 3,
+        ..NetworkConfig::new(6, layers)
     }
 }
 

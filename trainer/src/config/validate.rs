@@ -1,6 +1,7 @@
 //! The checks a config passes before any work starts (those that need no data).
 
 use anyhow::{Context, Result, bail};
+use slide::SlideError;
 
 use super::{Config, DataFormat};
 
@@ -58,16 +59,20 @@ impl Config {
         {
             bail!("data.features and data.labels are needed for the libsvm format");
         }
-        // The core's checks, once, without the data (a warm-up may still be in epochs): the
-        // LSH settings named as such, then the rest of the layer.
+        // The core's checks, once, without the data (a warm-up may still be in epochs):
+        // `LayerConfig::validate` checks the LSH settings too, and what they reject (the
+        // lsh crate's errors, or the core's named "lsh") is placed at their sub-table.
         for (i, layer) in self.network.layers.iter().enumerate() {
-            if let Some(lsh) = &layer.lsh {
-                lsh.validate(layer.out_dim)
-                    .with_context(|| format!("network.layers[{i}].lsh"))?;
-            }
-            layer
-                .validate()
-                .with_context(|| format!("network.layers[{i}]"))?;
+            layer.validate().map_err(|e| {
+                let place = match &e {
+                    SlideError::Lsh(_) => format!("network.layers[{i}].lsh"),
+                    SlideError::InvalidConfig { what, .. } if what == "lsh" => {
+                        format!("network.layers[{i}].lsh")
+                    }
+                    _ => format!("network.layers[{i}]"),
+                };
+                anyhow::Error::new(e).context(place)
+            })?;
         }
         Ok(())
     }

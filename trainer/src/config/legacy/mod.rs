@@ -1,7 +1,9 @@
 //! Config keys of old (issue 28 gave each setting the core's name and type), read under
 //! their new names with a note that says so, or refused with a message naming the new key
 //! where the old spelling cannot be carried over: old config files and `--set` lines keep
-//! working. Runs on the TOML value, after the overrides and before the sections are read.
+//! working. An ablation this build leaves out (`picks = "exact"` without the `ablations`
+//! feature) is refused here too, naming the feature. Runs on the TOML value, after the
+//! overrides and before the sections are read.
 
 use anyhow::{Result, bail};
 use toml::{Table, Value};
@@ -93,7 +95,23 @@ fn upgrade_lsh(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<
     }
     upgrade_family(lsh, place, notes)?;
     upgrade_ablations(lsh, place, notes)?;
+    refuse_unbuilt_ablation(lsh, place)?;
     upgrade_warmup(lsh, place, notes)
+}
+
+/// `picks = "exact"` (or `exact_picks = true` of old) in a trainer built without the
+/// `ablations` feature, which leaves that ablation out of the core: refused with the
+/// command that builds it, rather than serde's "unknown variant".
+fn refuse_unbuilt_ablation(lsh: &Table, place: &str) -> Result<()> {
+    if cfg!(not(feature = "ablations")) && lsh.get("picks").and_then(Value::as_str) == Some("exact")
+    {
+        bail!(
+            "{place}: `picks = \"exact\"` (`exact_picks = true` of old) is an ablation, built \
+             only with the trainer's `ablations` feature: \
+             cargo run --release -p slide-trainer --features ablations -- ..."
+        );
+    }
+    Ok(())
 }
 
 /// The family's flat keys of old: `family = "dwta"` with `bin_size`, `"simhash"` with

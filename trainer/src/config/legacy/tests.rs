@@ -1,36 +1,42 @@
 //! Unit tests of the renamed keys: each old spelling loads into the same network as its new
 //! one, with a note naming the new key, or is refused with a message naming it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use slide::NetworkConfig;
+use crate::config::{Config, load, parse};
 
-use crate::config::{load, parse};
-
-/// The keys renamed in issue 28 still load, with a note naming the new key, into the same
-/// network: `uniform_negatives` (now `random_extra`), `uniform` / `exact_picks` (now
-/// `picks`), `warmup_negatives` / `warmup_steps` / `warmup_epochs` (now
-/// `warmup = { random, length = { steps } | { epochs } }`, apart from `[train]
-/// warmup_steps`). An old key beside its new one, both ablations at once, or half a warm-up
-/// of old, is refused with a message naming the new key.
-#[test]
-fn old_key_names_load_with_a_note() {
+/// The shipped Amazon-670K config: its path and text.
+fn shipped() -> (PathBuf, String) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
     let text = std::fs::read_to_string(&path).unwrap();
+    (path, text)
+}
+
+/// [`parse`] of `text` with `overrides`.
+fn parse_with(text: &str, path: &Path, overrides: &[&str]) -> anyhow::Result<Config> {
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    parse(text, path, &overrides)
+}
+
+/// Where the notes and errors of the shipped config's output layer start.
+const PLACE: &str = "network.layers[1].lsh: ";
+
+/// The keys renamed in issue 28 still load, with a note naming the new key, into the same
+/// network: `uniform_negatives` (now `random_extra`), `warmup_negatives` / `warmup_steps` /
+/// `warmup_epochs` (now `warmup = { random, length = { steps } | { epochs } }`, apart from
+/// `[train] warmup_steps`).
+#[test]
+fn old_key_names_load_with_a_note() {
+    let (path, text) = shipped();
     let old_text = text.replace(
         "[network.layers.lsh.warmup]\nrandom = 128\nlength = { epochs = 0.5 }\n",
         "warmup_negatives = 128\nwarmup_epochs = 0.5\nwarmup_steps = 0\nuniform_negatives = 3\n",
     );
     assert_ne!(old_text, text);
-    let parse = |text: &str, overrides: &[&str]| {
-        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-        parse(text, &path, &overrides)
-    };
-    let new = parse(&text, &["network.layers.1.lsh.random_extra=3"]).unwrap();
+    let new = parse_with(&text, &path, &["network.layers.1.lsh.random_extra=3"]).unwrap();
     assert!(new.notes.is_empty(), "{:?}", new.notes);
-    let old = parse(&old_text, &[]).unwrap();
+    let old = parse_with(&old_text, &path, &[]).unwrap();
     assert_eq!(old.network(135_909, 20_000), new.network(135_909, 20_000));
-    let place = "network.layers[1].lsh: ";
     assert_eq!(
         old.notes,
         [
@@ -39,33 +45,67 @@ fn old_key_names_load_with_a_note() {
             "`warmup_steps` is now `warmup.length.steps`; read as such",
             "`warmup_epochs` is now `warmup.length.epochs`; read as such",
         ]
-        .map(|n| format!("{place}{n}"))
+        .map(|n| format!("{PLACE}{n}"))
     );
-    // The ablations' flags, as benches/omikuji/compare.py's --set lines spell them.
-    for (flag, picks) in [
-        ("uniform", slide::Picks::Uniform),
-        ("exact_picks", slide::Picks::Exact),
-    ] {
-        let config = parse(&text, &[&format!("network.layers.1.lsh.{flag}=true")]).unwrap();
+}
+
+/// The ablations' flags of old, as benches/omikuji/compare.py's --set lines spell them:
+/// `uniform = true` / `exact_picks = true` load as `picks = "uniform"` / `"exact"` with a
+/// note (the exact picks in a trainer built with the `ablations` feature), `false` as the
+/// default.
+#[test]
+fn the_ablations_flags_of_old_load_as_picks() {
+    let (path, text) = shipped();
+    let flags = [
+        ("uniform", "uniform", slide::Picks::Uniform),
+        #[cfg(feature = "ablations")]
+        ("exact_picks", "exact", slide::Picks::Exact),
+    ];
+    for (flag, name, picks) in flags {
+        let set = format!("network.layers.1.lsh.{flag}=true");
+        let config = parse_with(&text, &path, &[&set]).unwrap();
         assert_eq!(
             config.network(135_909, 20_000).layers[1].lsh.unwrap().picks,
             picks
         );
-        let note = format!(
-            "{place}`{flag} = true` is now `picks = \"{}\"`; read as such",
-            if flag == "uniform" {
-                "uniform"
-            } else {
-                "exact"
-            }
-        );
+        let note = format!("{PLACE}`{flag} = true` is now `picks = \"{name}\"`; read as such");
         assert_eq!(config.notes, [note]);
     }
-    let config = parse(&text, &["network.layers.1.lsh.uniform=false"]).unwrap();
+    let config = parse_with(&text, &path, &["network.layers.1.lsh.uniform=false"]).unwrap();
+    let unchanged = parse_with(&text, &path, &[]).unwrap();
     assert_eq!(
         config.network(135_909, 20_000),
-        new_without_extra(&text, &path)
+        unchanged.network(135_909, 20_000)
     );
+}
+
+/// A trainer built without the `ablations` feature refuses the exact picks, in either
+/// spelling, with a message naming the feature.
+#[cfg(not(feature = "ablations"))]
+#[test]
+fn exact_picks_without_the_ablations_feature_are_refused_naming_it() {
+    let (path, text) = shipped();
+    for set in [
+        "network.layers.1.lsh.exact_picks=true",
+        "network.layers.1.lsh.picks=\"exact\"",
+    ] {
+        let err = format!("{:#}", parse_with(&text, &path, &[set]).unwrap_err());
+        assert!(
+            err.ends_with(
+                "network.layers[1].lsh: `picks = \"exact\"` (`exact_picks = true` of old) is an \
+                 ablation, built only with the trainer's `ablations` feature: cargo run \
+                 --release -p slide-trainer --features ablations -- ..."
+            ),
+            "{set}: {err}"
+        );
+    }
+}
+
+/// An old key beside its new one, or both ablations at once, is refused with a message
+/// naming the new key.
+#[test]
+fn an_old_key_beside_its_new_one_is_refused() {
+    let (path, text) = shipped();
     for (overrides, expected) in [
         (
             vec![
@@ -95,17 +135,24 @@ fn old_key_names_load_with_a_note() {
             "`uniform_negatives` is the old name of `random_extra`; give `random_extra` only",
         ),
     ] {
-        let err = format!("{:#}", parse(&text, &overrides).unwrap_err());
+        let err = format!("{:#}", parse_with(&text, &path, &overrides).unwrap_err());
         assert!(
-            err.ends_with(&format!("{place}{expected}")),
+            err.ends_with(&format!("{PLACE}{expected}")),
             "{overrides:?}: {err}"
         );
     }
-    // Half a warm-up of old, or one with two lengths.
+}
+
+/// Half a warm-up of old, or one with two lengths, is refused naming the new form; a whole
+/// one in steps loads as such.
+#[test]
+fn a_warm_up_of_old_loads_whole_or_is_refused() {
+    let (path, text) = shipped();
     let no_warmup = text.replace(
         "[network.layers.lsh.warmup]\nrandom = 128\nlength = { epochs = 0.5 }\n",
         "",
     );
+    assert_ne!(no_warmup, text);
     let form = "(now `warmup = { random = R, length = { steps = N } }` or `{ epochs = E }`)";
     for (overrides, expected) in [
         (
@@ -125,21 +172,19 @@ fn old_key_names_load_with_a_note() {
             .iter()
             .map(|s| format!("network.layers.1.lsh.{s}"))
             .collect();
+        let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
         let err = format!(
             "{:#}",
-            parse(
-                &no_warmup,
-                &overrides.iter().map(String::as_str).collect::<Vec<_>>()
-            )
-            .unwrap_err()
+            parse_with(&no_warmup, &path, &overrides).unwrap_err()
         );
         assert!(
-            err.ends_with(&format!("{place}{expected}")),
+            err.ends_with(&format!("{PLACE}{expected}")),
             "{overrides:?}: {err}"
         );
     }
-    let steps = parse(
+    let steps = parse_with(
         &no_warmup,
+        &path,
         &[
             "network.layers.1.lsh.warmup_negatives=4",
             "network.layers.1.lsh.warmup_steps=5",
@@ -256,9 +301,4 @@ fn family_is_the_lsh_crates_type() {
         ),
         "{err}"
     );
-}
-
-/// The shipped config's network, loaded from `text` with nothing changed.
-fn new_without_extra(text: &str, path: &Path) -> NetworkConfig {
-    parse(text, path, &[]).unwrap().network(135_909, 20_000)
 }

@@ -112,6 +112,11 @@ impl MemoryConfig {
         if self.lsh.is_some_and(|lsh| lsh.budget == 0) {
             return Err(invalid("lsh.budget must be at least 1".into()));
         }
+        if self.lsh.is_some_and(|lsh| lsh.rescore == Some(0)) {
+            return Err(invalid(
+                "lsh.rescore must be at least 1 (leave it out to compute every candidate)".into(),
+            ));
+        }
         Ok(())
     }
 }

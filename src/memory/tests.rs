@@ -156,6 +156,18 @@ fn bad_input_and_settings_are_named() {
         ..plain(1)
     };
     assert!(Memory::build(&train, 6, 4, nan).is_err());
+    for (budget, rescore, named) in [(0, None, "lsh.budget"), (8, Some(0), "lsh.rescore")] {
+        let lsh = MemoryConfig {
+            lsh: Some(MemoryLsh {
+                family: slide_lsh::FamilyKind::WeightedMinHash,
+                budget,
+                rescore,
+            }),
+            ..plain(1)
+        };
+        let err = Memory::build(&train, 6, 4, lsh).unwrap_err().to_string();
+        assert!(err.contains(named), "{err}");
+    }
     let memory = Memory::build(&train, 6, 4, plain(1)).unwrap();
     let wide = Vector::Sparse {
         indices: &[9],

@@ -6,8 +6,9 @@
 //! few ids likely to have a large inner product with it.
 //!
 //! * Families ([`family`]): [`SimHash`] (signed random projections, sparse `±1` or Gaussian),
-//!   [`Wta`] (winner-take-all and densified WTA), [`DophMinHash`] (densified one-permutation
-//!   MinHash), [`WeightedMinHash`] (exponential races over weighted sparse inputs). Each maps a dense or sparse [`Vector`] to `L` bucket codes of `range_pow` bits.
+//!   [`Wta`] (winner-take-all and densified WTA), [`DophMinHash`] (densified
+//!   one-permutation MinHash), [`WeightedMinHash`] (exponential races over weighted sparse
+//!   inputs). Each maps a dense or sparse [`Vector`] to `L` bucket codes of `range_pow` bits.
 //! * [`HashTables`]: `L` tables of bounded buckets with FIFO or reservoir replacement,
 //!   parallel deterministic rebuilds, memory proportional to the ids stored.
 //! * Sampling ([`Sampling`]): union of buckets, top-k by hit count, or a hit threshold, each

@@ -246,6 +246,14 @@ impl LshConfig {
                     .to_string(),
             ));
         }
+        if self.family == FamilyKind::WeightedMinHash {
+            return Err(crate::error::config_error(
+                "lsh",
+                "family \"weighted_minhash\" hashes a memory's sparse units ([memory.lsh]); a \
+                 layer's signed weight rows need simhash, wta, dwta or minhash"
+                    .to_string(),
+            ));
+        }
         self.family.validate(self.params)?;
         self.tables(out_dim, 0).validate()?;
         self.effective_sampling().validate(self.params.l)?;

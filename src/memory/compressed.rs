@@ -25,6 +25,11 @@ impl Compressed {
         crate::kernels::prefetch(values);
     }
 
+    /// Entries of row `r`.
+    pub(crate) fn row_len(&self, r: usize) -> usize {
+        self.offsets[r + 1] - self.offsets[r]
+    }
+
     pub(crate) fn rows(&self) -> usize {
         self.offsets.len() - 1
     }

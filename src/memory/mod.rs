@@ -91,7 +91,8 @@ impl Default for MemoryConfig {
 }
 
 impl MemoryConfig {
-    /// Checks the settings: at least one neighbour, a finite power in `[0, 16]`.
+    /// Checks the settings: at least one neighbour, a finite power in `[0, 16]`, a finite
+    /// vote weight of at least 0, and with tables a budget and a rescore of at least 1.
     pub fn validate(&self) -> Result<()> {
         let invalid = |reason: String| config_error("memory", reason);
         if self.neighbours == 0 {

@@ -36,7 +36,8 @@ pub struct MemoryScratch {
     /// The query's features, and their values weighted and scaled like the units'.
     query_features: Vec<u32>,
     query_values: Vec<f32>,
-    /// Per unit, its inner product with the query (zero where untouched).
+    /// Per unit, its inner product with the query (zero where untouched); through the
+    /// tables, first the number of tables that found it.
     unit_scores: Vec<f32>,
     /// The units that share a feature with the query.
     touched: Vec<u32>,
@@ -220,8 +221,13 @@ impl Memory {
             ..
         } = scratch;
         let weight = self.config.vote_weight;
+        let walked = 16 * query_features.len();
         for (i, &label) in scratch.voted.iter().enumerate() {
-            if let Some(&ahead) = scratch.voted.get(i + AHEAD) {
+            // The rows ahead that will be walked (a long row is binary-searched instead,
+            // and reads a few of its lines).
+            if let Some(&ahead) = scratch.voted.get(i + AHEAD)
+                && self.centroids.row_len(ahead as usize) <= walked
+            {
                 self.centroids.prefetch_row(ahead as usize);
             }
             let (features, values) = self.centroids.row(label as usize);
@@ -313,6 +319,11 @@ impl Memory {
             ..
         } = scratch;
         self.clear_units(unit_scores, touched, is_touched);
+        active.clear();
+        // A query without features has no neighbours (the exact walk finds none either).
+        if query_features.is_empty() {
+            return Ok(());
+        }
         // A unit's score counts the tables whose bucket holds it, until it is computed.
         tables.candidates(query_features, query_values, codes, |u| {
             if !is_touched[u as usize] {
@@ -321,8 +332,13 @@ impl Memory {
             }
             unit_scores[u as usize] += 1.0;
         })?;
-        active.clear();
-        active.extend(touched.iter().map(|&u| (unit_scores[u as usize], u)));
+        // Counts are small integers that many candidates share: a hashed fraction below
+        // one half breaks their ties at random instead of by the lower unit, which would
+        // favour the first training samples.
+        active.extend(touched.iter().map(|&u| {
+            let fraction = (slide_lsh::mix64(u64::from(u)) >> 40) as f32 / (1u32 << 25) as f32;
+            (unit_scores[u as usize] + fraction, u)
+        }));
         if let Some(rescore) = tables.rescore() {
             keep_best(active, rescore);
         }

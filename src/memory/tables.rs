@@ -61,6 +61,9 @@ fn tune_weighted(units: &Compressed, input_dim: usize, budget: usize) -> Result<
     let mut buf = CodeBuffer::new();
     for unit in 0..units.rows() {
         let (indices, values) = units.row(unit);
+        if indices.is_empty() {
+            continue;
+        }
         let raw = probe.raw_hashes(Vector::Sparse { indices, values }, &mut buf)?;
         for (table, &feature) in raw.iter().enumerate() {
             won[feature as usize * PROBE_TABLES + table] += 1;
@@ -68,7 +71,9 @@ fn tune_weighted(units: &Compressed, input_dim: usize, budget: usize) -> Result<
     }
     let n = (units.rows().max(1) * PROBE_TABLES) as f64;
     let met = won.iter().map(|&c| (c * c) as f64).sum::<f64>() / n;
-    let l = ((budget as f64 / met.max(1.0)).round() as usize).clamp(1, MAX_WEIGHTED_TABLES);
+    // The family keeps a draw per feature and table: at most WEIGHTED_MAX_DRAWS of them.
+    let most = MAX_WEIGHTED_TABLES.min(slide_lsh::family::WEIGHTED_MAX_DRAWS / input_dim.max(1));
+    let l = ((budget as f64 / met.max(1.0)).round() as usize).clamp(1, most.max(1));
     Ok(Tuned {
         params: LshParams { k: 1, l, range_pow },
         // The tables hold at most 2^31 slots each.
@@ -111,6 +116,11 @@ impl UnitTables {
         let mut buf = CodeBuffer::for_family(&family);
         for unit in 0..units.rows() {
             let (indices, values) = units.row(unit);
+            // A unit without features (all of its sample's features weighed 0) would hash
+            // as the zero vector, into one bucket per table that every such query reads.
+            if indices.is_empty() {
+                continue;
+            }
             let codes = family.hash(Vector::Sparse { indices, values }, &mut buf)?;
             tables.insert(unit as u32, codes)?;
         }

@@ -156,8 +156,8 @@ fn poisson(rng: &mut Xoshiro256PlusPlus, mean: f64) -> usize {
 
 /// Writes `train.txt` and `test.txt` into `dir`; returns the shape.
 pub fn generate(p: Preset, seed: u64, dir: &Path) -> Result<Preset> {
-    if !(p.keep > 0.0 && p.keep <= 1.0) {
-        bail!("--keep must be in (0, 1], got {}", p.keep);
+    if !(p.keep >= 1e-6 && p.keep <= 1.0) {
+        bail!("--keep must be in (0, 1] (at least 1e-6), got {}", p.keep);
     }
     let keep = p.keep as f32;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -258,19 +258,18 @@ mod tests {
     /// most common feature is in 7.7% of the points (measured). Zipf-like fill gives the
     /// most popular feature 2% of every fill draw (weight 1/10 of the 4.9 that
     /// 1/(rank + 10) sums to over 1,359 ranks), which puts it in 23% (measured; asserted:
-    /// under 10% against over 18%). A weaker signal (`keep`) changes the data; `keep`
-    /// outside (0, 1] is refused.
+    /// under 10% against over 18%). A weaker signal (`keep`) thins the prototypes' share;
+    /// `keep` outside (0, 1] is refused.
     #[test]
     fn fill_features_and_the_prototype_signal_follow_the_settings() {
         let uniform = largest_feature_share(0.7, false, "uniform");
         let zipf = largest_feature_share(0.7, true, "zipf");
         assert!(uniform < 0.10, "{uniform}");
         assert!(zipf > 0.18, "{zipf}");
-        assert_ne!(
-            largest_feature_share(0.3, false, "weak"),
-            uniform,
-            "keep changes nothing"
-        );
+        // Keeping fewer prototype features leaves the most common one (a feature of many
+        // labels' prototypes) in fewer points: 7.0% against 7.7% (measured).
+        let weak = largest_feature_share(0.3, false, "weak");
+        assert!(weak < uniform - 0.003, "{weak} against {uniform}");
         for keep in [0.0, 1.5, f64::NAN] {
             let p = Preset {
                 keep,

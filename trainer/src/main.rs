@@ -145,9 +145,9 @@ enum Command {
         #[arg(long, value_name = "N")]
         labels: Option<usize>,
         /// Probability that a point keeps each of its labels' 20 prototype features (0 < P
-        /// <= 1): lower is a weaker signal.
-        #[arg(long, value_name = "P", default_value_t = 0.7)]
-        keep: f64,
+        /// <= 1; default: the preset's, 0.7): lower is a weaker signal.
+        #[arg(long, value_name = "P")]
+        keep: Option<f64>,
         /// Fill features of Zipf-like popularity (a few in a large share of the points, as
         /// words in text) instead of uniformly random ones.
         #[arg(long)]
@@ -231,7 +231,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             shape.labels = labels.unwrap_or(shape.labels);
             shape.train = train.unwrap_or(shape.train);
             shape.test = test.unwrap_or(shape.test);
-            shape.keep = keep;
+            shape.keep = keep.unwrap_or(shape.keep);
             shape.zipf_noise = zipf_noise;
             let started = std::time::Instant::now();
             generate::generate(shape, seed, &out).map_err(Input)?;

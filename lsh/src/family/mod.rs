@@ -19,7 +19,7 @@ mod wta;
 
 pub use minhash::DophMinHash;
 pub use simhash::{Projection, SimHash};
-pub use weighted::WeightedMinHash;
+pub use weighted::{MAX_DRAWS as WEIGHTED_MAX_DRAWS, WeightedMinHash};
 pub use wta::{Wta, WtaMode};
 
 use crate::error::{Result, invalid};

@@ -6,9 +6,11 @@
 //! `E_j(i) / x_i^2`, where `E_j(i)` is a fixed exponential draw of sub-hash `j` for
 //! coordinate `i`, and the sub-hash is the coordinate that finishes first. A coordinate
 //! wins with probability `x_i^2 / |x|^2` (for a unit vector, its share of the squared
-//! length), and two vectors agree on a sub-hash with probability equal to the Jaccard
-//! index of their distributions `x^2 / |x|^2` and `y^2 / |y|^2`: 1 for vectors with the
-//! same direction, 0 for vectors without a shared coordinate. Unlike [`DophMinHash`],
+//! length), and two vectors agree on a sub-hash with probability equal to the probability
+//! Jaccard index of their distributions `p = x^2 / |x|^2` and `q = y^2 / |y|^2`,
+//! `J_P(p, q) = sum over i with p_i q_i > 0 of 1 / sum_k max(p_k / p_i, q_k / q_i)`: 1 for
+//! vectors with the same direction, 0 for vectors without a shared coordinate. Signs are
+//! ignored, so it suits nonnegative inputs such as tf-idf rows. Unlike [`DophMinHash`],
 //! which reads only the set of nonzero coordinates, a rare feature of large weight wins
 //! far more often than a common one of small weight, so the buckets gather inputs that
 //! share their heaviest features.
@@ -25,7 +27,7 @@ use crate::error::{Result, invalid};
 use crate::vector::Vector;
 
 /// Most exponential draws a family keeps (`dim * K * L`): 2^28, 1 GiB of `f32`.
-const MAX_DRAWS: usize = 1 << 28;
+pub const MAX_DRAWS: usize = 1 << 28;
 
 /// Weighted MinHash (exponential races). Build with [`WeightedMinHash::new`].
 #[derive(Debug, Clone)]
@@ -33,8 +35,11 @@ pub struct WeightedMinHash {
     dim: usize,
     params: LshParams,
     bits: u32,
-    /// Coordinate-major: `draws[i * K * L + j]` is `E_j(i)`, so an input's nonzero reads
-    /// one contiguous row.
+    /// Coordinate-major: `draws[i * K * L + j]` is `ln E_j(i)`, so an input's nonzero reads
+    /// one contiguous row. The race is run in logarithms, `ln E_j(i) - 2 ln |x_i|`, which
+    /// orders the coordinates as `E_j(i) / x_i^2` does for every finite nonzero value
+    /// (the quotient itself overflows or vanishes in `f32` for values beyond about 1e19 or
+    /// below 1e-19).
     draws: Vec<f32>,
     combiner: Combiner,
 }
@@ -56,7 +61,7 @@ impl WeightedMinHash {
         let salt = mix64(seed ^ 0x7765_6967_6874_6564);
         let mut draws = Vec::with_capacity(dim * hashes);
         for i in 0..dim as u64 {
-            draws.extend((0..hashes as u64).map(|j| exponential(salt, j, i)));
+            draws.extend((0..hashes as u64).map(|j| exponential(salt, j, i).ln()));
         }
         let bits = bits_for(dim);
         Ok(WeightedMinHash {
@@ -104,11 +109,11 @@ impl HashFamily for WeightedMinHash {
         buf.raw.resize(hashes, 0);
         let (finish, winner) = (&mut buf.acc[..], &mut buf.raw[..]);
         x.for_each_nonzero(|i, v| {
-            let pace = 1.0 / (v * v);
+            let weight = 2.0 * v.abs().ln();
             let draws = &self.draws[i * hashes..][..hashes];
             let i = i as u32;
             for ((f, w), &e) in finish.iter_mut().zip(winner.iter_mut()).zip(draws) {
-                let t = e * pace;
+                let t = e - weight;
                 // Ties (equal finishing times) go to the lower coordinate, whatever order
                 // the nonzeros come in.
                 if t < *f || (t == *f && i < *w) {

@@ -110,6 +110,16 @@ fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
         format!("{err:#}").ends_with("shared_shift must be in [0, 1], got 1.5"),
         "{err:#}"
     );
+    // Weighted MinHash is read (it is a family of the lsh crate) and refused for a layer.
+    let err = load(
+        &path,
+        &[r#"network.layers.1.lsh.family="weighted_minhash""#.into()],
+    )
+    .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("family \"weighted_minhash\" hashes a memory's sparse units"),
+        "{err:#}"
+    );
     let err = load(&path, &["network.layers.1.lsh.shared_pool=700000".into()]).unwrap_err();
     assert!(
         format!("{err:#}")

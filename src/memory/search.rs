@@ -276,11 +276,7 @@ impl Memory {
         for (&f, &q) in query_features.iter().zip(query_values.iter()) {
             let (units, values) = self.columns.row(f as usize);
             for (&u, &w) in units.iter().zip(values) {
-                if !is_touched[u as usize] {
-                    is_touched[u as usize] = true;
-                    touched.push(u);
-                }
-                unit_scores[u as usize] += q * w;
+                add_to_unit(unit_scores, touched, is_touched, u, q * w);
             }
         }
         active.clear();
@@ -326,11 +322,7 @@ impl Memory {
         }
         // A unit's score counts the tables whose bucket holds it, until it is computed.
         tables.candidates(query_features, query_values, codes, |u| {
-            if !is_touched[u as usize] {
-                is_touched[u as usize] = true;
-                touched.push(u);
-            }
-            unit_scores[u as usize] += 1.0;
+            add_to_unit(unit_scores, touched, is_touched, u, 1.0);
         })?;
         // Counts are small integers that many candidates share: a hashed fraction below
         // one half breaks their ties at random instead of by the lower unit, which would
@@ -401,6 +393,23 @@ fn in_chunks<T: Send>(
     work: impl Fn(&[usize]) -> Result<Vec<T>> + Sync + Send,
 ) -> Result<Vec<Vec<T>>> {
     batch.par_chunks(256).map(&work).collect()
+}
+
+/// Adds `amount` to unit `u`'s score, listing `u` in `touched` the first time (so that
+/// [`Memory::clear_units`] resets exactly what a query wrote).
+#[inline]
+fn add_to_unit(
+    scores: &mut [f32],
+    touched: &mut Vec<u32>,
+    marks: &mut [bool],
+    u: u32,
+    amount: f32,
+) {
+    if !marks[u as usize] {
+        marks[u as usize] = true;
+        touched.push(u);
+    }
+    scores[u as usize] += amount;
 }
 
 /// Keeps the `k` best `(score, id)` pairs of `pairs`, best first (ties: the lower id).

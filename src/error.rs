@@ -6,6 +6,9 @@ use thiserror::Error;
 /// Everything the public API of `slide` can reject. Bad input never panics.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum SlideError {
+    /// A collective operation between the ranks of a sharded network failed.
+    #[error("communication between ranks failed: {0}")]
+    Communication(String),
     /// An LSH family, table or query rejected its arguments.
     #[error(transparent)]
     Lsh(#[from] LshError),

@@ -59,6 +59,7 @@
 //! # Ok::<(), slide::SlideError>(())
 //! ```
 
+pub mod comm;
 pub mod config;
 pub mod data;
 pub mod error;

@@ -4,11 +4,18 @@
 use crate::layer::LayerTrace;
 
 /// The loss of one sample whose output layer's softmax is in `output`, and its gradient
-/// with respect to the active logits (`p - y`) into the trace's gradient. A label outside
+/// with respect to the active logits (`p - y`) into the trace's gradient. `labels` are the
+/// sample's labels among the layer's outputs, `label_count` how many it has in all (more
+/// when the layer is one rank's slice of a sharded layer: each label's target is
+/// `1 / label_count`, and each rank adds its labels' part of the loss). A label outside
 /// the active set (possible only when evaluating with LSH) has probability 0 there; its log
 /// is floored like any underflow.
-pub(crate) fn softmax_cross_entropy(output: &mut LayerTrace, labels: &[u32]) -> f64 {
-    let target = 1.0 / labels.len().max(1) as f32;
+pub(crate) fn softmax_cross_entropy(
+    output: &mut LayerTrace,
+    labels: &[u32],
+    label_count: usize,
+) -> f64 {
+    let target = 1.0 / label_count.max(1) as f32;
     let position_of = |trace: &LayerTrace, label: u32| -> Option<usize> {
         if trace.dense {
             Some(label as usize)
@@ -44,7 +51,7 @@ mod tests {
             out: vec![0.5, 0.3, 0.2],
             ..LayerTrace::default()
         };
-        let loss = softmax_cross_entropy(&mut trace, &[2, 9]);
+        let loss = softmax_cross_entropy(&mut trace, &[2, 9], 2);
         let expected = -0.5 * (0.3f64.ln() + 0.2f64.ln());
         assert!((loss - expected).abs() < 1e-6, "{loss} vs {expected}");
         let want = [0.5, 0.3 - 0.5, 0.2 - 0.5];

@@ -3,10 +3,13 @@
 //! and [`crate::eval`] (evaluation); their per-batch buffers in a
 //! [`Workspace`](crate::Workspace) of the caller's.
 
+use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use slide_lsh::mix64;
 
+use crate::comm::{Communicator, Local, shard_range};
 use crate::config::{NetworkConfig, RebuildSchedule};
 use crate::error::{Result, SlideError, config_error};
 use crate::layer::MemorySource as LayerMemory;
@@ -106,6 +109,10 @@ pub struct Network {
     pub(crate) eval_pool: usize,
     /// Tells workspaces which network they were sized for.
     id: u64,
+    /// The ranks this network's output layer is split between ([`Local`]: one).
+    pub(crate) comm: Arc<dyn Communicator>,
+    /// The outputs this rank holds, as ids of the whole layer.
+    pub(crate) output_range: Range<usize>,
 }
 
 impl Network {
@@ -152,20 +159,53 @@ impl Network {
     /// only for the result to be replaced (about 0.6 s at the Amazon-670K shape). Until
     /// they are filled, a sampled layer's tables are empty and its active sets random.
     pub fn with_empty_tables(config: NetworkConfig) -> Result<Self> {
+        Self::sharded_with_empty_tables(config, Arc::new(Local))
+    }
+
+    /// A network whose output layer is split between the ranks of `comm`: this rank holds
+    /// the contiguous slice [`shard_range`] gives of the outputs (their weights, Adam state,
+    /// tables and shared negatives) and a copy of every layer before it. Every rank must
+    /// be built from the same config. A training step then exchanges, per sample, the
+    /// softmax's maximum and sum over each rank's active outputs and sums the gradient on
+    /// the last hidden layer over the ranks, so the copies stay identical; evaluation
+    /// merges each rank's best outputs. With one rank it is [`Network::new`]. The output
+    /// layer must be neuron-major.
+    pub fn sharded(config: NetworkConfig, comm: Arc<dyn Communicator>) -> Result<Self> {
+        let mut net = Self::sharded_with_empty_tables(config, comm)?;
+        net.rebuild_tables()?;
+        Ok(net)
+    }
+
+    /// [`sharded`](Self::sharded) without building the tables (see
+    /// [`with_empty_tables`](Self::with_empty_tables)).
+    pub fn sharded_with_empty_tables(
+        config: NetworkConfig,
+        comm: Arc<dyn Communicator>,
+    ) -> Result<Self> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         config.validate()?;
         let mut layers = Vec::with_capacity(config.layers.len());
         let mut in_dim = config.input_dim;
+        let last = config.layers.len() - 1;
+        let outputs = config.layers[last].out_dim;
+        let output_range = shard_range(outputs, comm.rank(), comm.size());
         for (i, layer) in config.layers.iter().enumerate() {
             let seed = mix64(config.seed ^ mix64(i as u64 + 1));
-            layers.push(SparseLayer::with_empty_tables(in_dim, layer, seed).map_err(
-                |e| match e {
-                    SlideError::InvalidConfig { reason, .. } => {
-                        config_error(format!("layer {i}"), reason)
-                    }
-                    other => other,
-                },
-            )?);
+            let neurons = if i == last {
+                output_range.clone()
+            } else {
+                0..layer.out_dim
+            };
+            layers.push(
+                SparseLayer::slice_with_empty_tables(in_dim, layer, seed, neurons).map_err(
+                    |e| match e {
+                        SlideError::InvalidConfig { reason, .. } => {
+                            config_error(format!("layer {i}"), reason)
+                        }
+                        other => other,
+                    },
+                )?,
+            );
             in_dim = layer.out_dim;
         }
         let period = config.rebuild.first_period();
@@ -181,7 +221,20 @@ impl Network {
             eval_precision: EvalPrecision::F32,
             eval_pool: 0,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            comm,
+            output_range,
         })
+    }
+
+    /// The ranks the output layer is split between (one for [`Network::new`]).
+    pub fn communicator(&self) -> &dyn Communicator {
+        &*self.comm
+    }
+
+    /// The outputs this rank holds, as ids of the whole output layer (all of them with
+    /// one rank): the output layer's neuron `j` is output `output_range().start + j`.
+    pub fn output_range(&self) -> Range<usize> {
+        self.output_range.clone()
     }
 
     /// Sets Adam's learning rate for the steps that follow (for a schedule such as cosine

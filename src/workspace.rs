@@ -24,6 +24,9 @@ pub(crate) struct SampleState {
     /// The 5 highest-scoring active outputs of an evaluation pass, best first.
     pub(crate) top: Top5,
     pub(crate) times: PhaseTimes,
+    /// The sample's labels among this rank's outputs, as ids of its slice of the output
+    /// layer (all of them, unchanged, with one rank).
+    pub(crate) labels: Vec<u32>,
 }
 
 /// The buffers a [`Network`]'s training steps and evaluations work in: per-sample traces,
@@ -43,6 +46,12 @@ pub struct Workspace {
     pub(crate) mean: Vec<f32>,
     /// The latest batch's labels (candidates for the shared negatives).
     pub(crate) candidates: Vec<u32>,
+    /// Per sample of the latest batch, its softmax's largest logit and sum over every
+    /// rank's active outputs (see [`Network::sharded`]).
+    pub(crate) softmax: Vec<(f32, f32)>,
+    /// What this rank sends in a collective, and what it receives.
+    pub(crate) exchange: Vec<f32>,
+    pub(crate) received: Vec<f32>,
     /// The [`Network::id`] the thread scratch was made for.
     network: Option<u64>,
 }

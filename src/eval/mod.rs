@@ -150,13 +150,48 @@ impl Network {
             && self.eval_pool > 0
             && output.is_sampled()
             && output.layout() == WeightLayout::NeuronMajor;
-        Ok(if scores_all {
+        let tops = if scores_all {
             self.best_outputs(ws, data, block)
         } else if pooled {
             self.pooled_tops(ws, data, block, self.eval_pool)
         } else {
             ws.batch().iter().map(|state| state.top).collect()
-        })
+        };
+        self.merge_ranks(ws, tops)
+    }
+
+    /// Each sample's best outputs over every rank, from each rank's best of its slice (as
+    /// ids of the slice, ranked by logit): this rank's, unchanged, with one rank.
+    fn merge_ranks(&self, ws: &mut Workspace, tops: Vec<Top5>) -> Result<Vec<Top5>> {
+        if self.comm.size() == 1 {
+            return Ok(tops);
+        }
+        // Five (logit, id) pairs per sample, an id sent as the bits of an f32.
+        let first = self.output_range.start as u32;
+        ws.exchange.clear();
+        for top in &tops {
+            let mut ranked = top.ranked();
+            for _ in 0..5 {
+                let (id, z) = ranked
+                    .next()
+                    .map_or((u32::MAX, f32::NEG_INFINITY), |(id, z)| (first + id, z));
+                ws.exchange.extend([z, f32::from_bits(id)]);
+            }
+        }
+        self.comm.all_gather(&ws.exchange, &mut ws.received)?;
+        let per_rank = tops.len() * 10;
+        let mut merged = vec![Top5::EMPTY; tops.len()];
+        for rank in ws.received.chunks_exact(per_rank) {
+            for (top, pairs) in merged.iter_mut().zip(rank.chunks_exact(10)) {
+                for pair in pairs.chunks_exact(2) {
+                    let id = pair[1].to_bits();
+                    if id != u32::MAX {
+                        top.offer(pair[0], id);
+                    }
+                }
+            }
+        }
+        Ok(merged)
     }
 
     /// The 5 highest output logits of each sample of `block` (whose hidden layers

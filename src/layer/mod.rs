@@ -132,7 +132,29 @@ impl SparseLayer {
         config: &LayerConfig,
         seed: u64,
     ) -> Result<Self> {
+        Self::slice_with_empty_tables(in_dim, config, seed, 0..config.out_dim)
+    }
+
+    /// [`with_empty_tables`](Self::with_empty_tables) for the neurons `neurons` of the
+    /// layer `config` describes: the weights are those the whole layer would draw for them
+    /// (every neuron's draws are made, the others' dropped), so that the slices of a
+    /// sharded layer together are the one-process layer. Only a neuron-major layer can be
+    /// sliced.
+    pub(crate) fn slice_with_empty_tables(
+        in_dim: usize,
+        config: &LayerConfig,
+        seed: u64,
+        neurons: std::ops::Range<usize>,
+    ) -> Result<Self> {
         let what = || format!("layer {in_dim} -> {}", config.out_dim);
+        let sliced = neurons != (0..config.out_dim);
+        if sliced && (config.layout != WeightLayout::NeuronMajor || neurons.end > config.out_dim) {
+            return Err(config_error(
+                what(),
+                "only a neuron-major layer can be split between ranks",
+            ));
+        }
+        let out_dim = neurons.len();
         if in_dim == 0 {
             return Err(config_error(what(), "dimensions must be at least 1"));
         }
@@ -150,8 +172,8 @@ impl SparseLayer {
             other => other,
         })?;
         let (rows, row_len) = match config.layout {
-            WeightLayout::NeuronMajor => (config.out_dim, in_dim),
-            WeightLayout::InputMajor => (in_dim, config.out_dim),
+            WeightLayout::NeuronMajor => (out_dim, in_dim),
+            WeightLayout::InputMajor => (in_dim, out_dim),
         };
         let storage = BlockLayout {
             stride: padded(row_len),
@@ -165,33 +187,41 @@ impl SparseLayer {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut params = crate::kernels::zeroed_huge(total);
         let mut row = vec![0.0f32; row_len];
-        for block in params.chunks_exact_mut(block) {
+        let mut blocks = params.chunks_exact_mut(block);
+        // Draw rows of the whole layer; keep this slice's (all of them unless sliced).
+        let drawn = if sliced { config.out_dim } else { rows };
+        for r in 0..drawn {
             for w in &mut row {
                 *w = config.init.draw(in_dim, config.out_dim, &mut rng);
             }
-            storage
-                .part_mut(block, WEIGHTS)
-                .first(row_len)
-                .store_nearest(&row);
+            if !neurons.contains(&r) && sliced {
+                continue;
+            }
+            if let Some(block) = blocks.next() {
+                storage
+                    .part_mut(block, WEIGHTS)
+                    .first(row_len)
+                    .store_nearest(&row);
+            }
         }
         let mut layer = SparseLayer {
             in_dim,
-            out_dim: config.out_dim,
+            out_dim,
             activation: config.activation,
             layout: config.layout,
             stride,
             params,
             moments: config.moments,
             weights: config.weights,
-            bias: vec![0.0; config.out_dim],
+            bias: vec![0.0; out_dim],
             row_steps: vec![0; rows],
-            bias_m: vec![0.0; config.out_dim],
-            bias_v: vec![0.0; config.out_dim],
-            bias_steps: vec![0; config.out_dim],
+            bias_m: vec![0.0; out_dim],
+            bias_v: vec![0.0; out_dim],
+            bias_steps: vec![0; out_dim],
             lsh: None,
         };
         if let Some(lsh) = &config.lsh {
-            layer.lsh = Some(LshState::new(lsh, in_dim, config.out_dim, seed)?);
+            layer.lsh = Some(LshState::new(lsh, in_dim, out_dim, seed)?);
         }
         // A new layer stands at step 0, in the warm-up if there is one.
         layer.set_steps_taken(0);

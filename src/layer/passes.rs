@@ -182,7 +182,7 @@ impl SparseLayer {
                             .for_each(|z| *z += shared);
                     }
                 }
-                softmax_in_place(&mut trace.out)
+                trace.softmax = softmax_in_place(&mut trace.out);
             }
         }
         (active * input_nnz) as u64
@@ -383,8 +383,8 @@ fn log_q_shift(out_dim: usize, sources: &SampleCounts, complement: bool) -> (usi
     (fixed, ((out_dim - fixed) as f64 / drawn as f64).ln() as f32)
 }
 
-/// Numerically stable softmax.
-pub(crate) fn softmax_in_place(z: &mut [f32]) {
+/// Numerically stable softmax; returns the largest logit and the sum of `exp(z - largest)`.
+pub(crate) fn softmax_in_place(z: &mut [f32]) -> (f32, f32) {
     let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0f32;
     for x in z.iter_mut() {
@@ -393,4 +393,5 @@ pub(crate) fn softmax_in_place(z: &mut [f32]) {
     }
     let inv = 1.0 / sum;
     z.iter_mut().for_each(|x| *x *= inv);
+    (max, sum)
 }

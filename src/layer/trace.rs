@@ -34,6 +34,10 @@ pub struct LayerTrace {
     /// `(in_dim, out_dim)` of the layer whose active set this is (`(0, 0)` before the
     /// first selection), so a trace handed to another layer is refused, not misread.
     pub(crate) shape: (usize, usize),
+    /// After a softmax layer's forward pass: the largest active logit (shift included) and
+    /// the sum of `exp(logit - largest)` over the active outputs, which the ranks of a
+    /// sharded network combine into the normaliser of the whole layer.
+    pub(crate) softmax: (f32, f32),
 }
 
 impl LayerTrace {

@@ -229,6 +229,17 @@ impl MemoryEstimate {
 }
 
 impl NetworkConfig {
+    /// What one rank of `ranks` holds when the output layer is split between them (see
+    /// [`Network::sharded`](crate::Network::sharded)): the layers before it whole, and the
+    /// largest slice of the output layer (rank 0's), its tables tuned for that slice.
+    pub fn estimated_bytes_per_rank(&self, ranks: usize) -> MemoryEstimate {
+        let mut rank_zero = self.clone();
+        if let Some(last) = rank_zero.layers.last_mut() {
+            last.out_dim = crate::comm::shard_range(last.out_dim, 0, ranks.max(1)).len();
+        }
+        rank_zero.estimated_bytes()
+    }
+
     /// The memory the network needs, computed from the config without allocating (checked
     /// against the allocations of built networks in the tests).
     pub fn estimated_bytes(&self) -> MemoryEstimate {
@@ -371,6 +382,39 @@ mod tests {
         for (weights, moments) in [(f32, f32), (f32, bf16), (bf16, bf16)] {
             estimate_matches(weights, moments);
         }
+    }
+
+    /// Rank 0 of 2 holds the hidden layer and the first half of the outputs, with tables
+    /// tuned for its half: the per-rank estimate matches what it allocates as closely as
+    /// the whole network's does, and is a little over half of the whole (0.559 at this
+    /// shape: the hidden layer is whole on each rank).
+    #[test]
+    fn estimated_bytes_per_rank_match_a_built_rank() {
+        let mut config = config();
+        config.input_dim = 300;
+        config.layers[0].out_dim = 64;
+        config.layers[1].out_dim = 5000;
+        config.layers[1].lsh = Some(LshConfig {
+            shared_pool: 1000,
+            ..lsh_config()
+        });
+        let estimate = config.estimated_bytes_per_rank(2);
+        let rank = crate::comm::InProcess::group(2).remove(0);
+        let mut net = Network::sharded(config.clone(), std::sync::Arc::new(rank)).unwrap();
+        net.rebuild_tables().unwrap();
+        net.layer_mut(1).refresh_mean_input(&[0.5; 64]);
+        let held = net.memory_bytes() as f64;
+        let ratio = estimate.model() as f64 / held;
+        assert!(
+            (1.0..1.1).contains(&ratio),
+            "estimate {estimate:?}, held {held}"
+        );
+        let whole = config.estimated_bytes().model() as f64;
+        let share = estimate.model() as f64 / whole;
+        assert!(
+            (0.5..0.6).contains(&share),
+            "a rank holds {share} of the whole"
+        );
     }
 
     fn estimate_matches(weights: Precision, moments: Precision) {

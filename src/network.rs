@@ -191,13 +191,13 @@ impl Network {
         let output_range = shard_range(outputs, comm.rank(), comm.size());
         for (i, layer) in config.layers.iter().enumerate() {
             let seed = mix64(config.seed ^ mix64(i as u64 + 1));
-            let neurons = if i == last {
-                output_range.clone()
-            } else {
-                0..layer.out_dim
-            };
+            let (mut layer, mut neurons) = (*layer, 0..layer.out_dim);
+            if i == last && comm.size() > 1 {
+                layer.lsh = layer.lsh.map(|l| l.rank_share(comm.rank(), comm.size()));
+                neurons = output_range.clone();
+            }
             layers.push(
-                SparseLayer::slice_with_empty_tables(in_dim, layer, seed, neurons).map_err(
+                SparseLayer::slice_with_empty_tables(in_dim, &layer, seed, neurons).map_err(
                     |e| match e {
                         SlideError::InvalidConfig { reason, .. } => {
                             config_error(format!("layer {i}"), reason)

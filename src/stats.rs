@@ -49,6 +49,9 @@ pub struct StepStats {
     pub active_sources: Vec<Option<ActiveSources>>,
     /// Whether the LSH tables were rebuilt after this step.
     pub rebuilt: bool,
+    /// Bytes this rank sent to the others during the step (0 with one rank; see
+    /// [`Network::sharded`](crate::Network::sharded)).
+    pub bytes_sent: u64,
     /// Where the time went.
     pub times: PhaseTimes,
 }

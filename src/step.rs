@@ -359,7 +359,9 @@ impl Network {
         batch: &[usize],
         stats: &mut StepStats,
     ) -> Result<()> {
+        let sent = self.comm.bytes_sent();
         self.run_batch(ws, data, batch, Mode::Train, 0, false)?;
+        stats.bytes_sent = self.comm.bytes_sent() - sent;
         fill_batch_stats(self.layers(), ws.batch(), stats);
         let scale = 1.0 / batch.len() as f32;
         let started = Instant::now();

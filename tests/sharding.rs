@@ -181,3 +181,34 @@ fn traffic_per_step_is_the_hidden_gradient_and_two_floats_per_sample() {
     }
     assert_eq!(train(&data, config(), Arc::new(Local)).sent, 0);
 }
+
+/// Each rank samples its share of the budget, the shared negatives, their pool and the
+/// random ids, so that all ranks together activate what one process does: the parts add
+/// up to the whole for 1 to 5 ranks, none of them 0.
+#[test]
+fn the_ranks_share_the_sampling_budget() {
+    let lsh = sampled_config().layers[1].lsh.unwrap();
+    let lsh = slide::LshConfig {
+        shared_negatives: 7,
+        shared_pool: 31,
+        warmup: Some(slide::Warmup {
+            random: 5,
+            length: slide::WarmupLength::Steps(3),
+        }),
+        ..lsh
+    };
+    for ranks in 1..=5 {
+        let parts: Vec<_> = (0..ranks).map(|r| lsh.rank_share(r, ranks)).collect();
+        let total = |f: &dyn Fn(&slide::LshConfig) -> usize| parts.iter().map(f).sum::<usize>();
+        assert_eq!(total(&|p| p.sampling.budget.unwrap()), 8);
+        assert_eq!(total(&|p| p.sampling.min_active), 8);
+        assert_eq!(total(&|p| p.shared_negatives), 7);
+        assert_eq!(total(&|p| p.shared_pool), 31);
+        assert_eq!(total(&|p| p.warmup.unwrap().random), 5);
+        assert!(
+            parts
+                .iter()
+                .all(|p| p.sampling.min_active >= 1 && p.shared_negatives >= 1)
+        );
+    }
+}

@@ -65,3 +65,35 @@ impl LshConfig {
         }
     }
 }
+
+impl LshConfig {
+    /// The part of this sampling that rank `rank` of `ranks` runs over its slice of a
+    /// sharded output layer (see [`Network::sharded`](crate::Network::sharded)): the
+    /// budget, the minimum active set, the random ids (the warm-up's too), the shared
+    /// negatives and their pool split between the ranks as the outputs are (each part at
+    /// least 1 where the whole is; the parts add up to the whole when it is at least
+    /// `ranks`), so that the active set of all ranks together is one process's. Tables, family and corrections are unchanged.
+    pub fn rank_share(&self, rank: usize, ranks: usize) -> LshConfig {
+        let part = |n: usize| {
+            if n == 0 {
+                0
+            } else {
+                crate::comm::shard_range(n, rank, ranks).len().max(1)
+            }
+        };
+        let mut shared = *self;
+        let sampling = &mut shared.sampling;
+        if let Strategy::TopK { k } = &mut sampling.strategy {
+            *k = part(*k);
+        }
+        sampling.budget = sampling.budget.map(part);
+        sampling.min_active = part(sampling.min_active);
+        sampling.random_extra = part(sampling.random_extra);
+        shared.shared_negatives = part(self.shared_negatives);
+        shared.shared_pool = part(self.shared_pool);
+        if let Some(warmup) = &mut shared.warmup {
+            warmup.random = part(warmup.random);
+        }
+        shared
+    }
+}

@@ -10,3 +10,4 @@ pub mod memory;
 pub mod plot;
 pub mod predict;
 pub mod train;
+pub mod world;

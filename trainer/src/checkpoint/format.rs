@@ -175,8 +175,9 @@ pub(super) fn write_tensors(
 }
 
 /// The settings that differ between a checkpoint's metadata and `identity`, as
-/// `name: checkpoint X, config Y` (at most 3 named).
-fn differences(meta: &HashMap<String, String>, identity: &Identity) -> String {
+/// `name: checkpoint X, config Y` (at most 3 named); with `extra`, also those only the
+/// checkpoint names (e.g. the ranks of a sharded run).
+fn differences(meta: &HashMap<String, String>, identity: &Identity, extra: bool) -> String {
     let missing = "(none)".to_string();
     let mut found: Vec<String> = identity
         .settings
@@ -186,6 +187,17 @@ fn differences(meta: &HashMap<String, String>, identity: &Identity) -> String {
             (saved != value).then(|| format!("{key}: checkpoint {saved}, config {value}"))
         })
         .collect();
+    let mut extra: Vec<String> = meta
+        .iter()
+        .filter(|_| extra)
+        .filter_map(|(key, saved)| {
+            let key = key.strip_prefix("setting.")?;
+            let known = identity.settings.iter().any(|(k, _)| k == key);
+            (!known).then(|| format!("{key}: checkpoint {saved}, config {missing}"))
+        })
+        .collect();
+    extra.sort();
+    found.extend(extra);
     let more = found.len().saturating_sub(3);
     found.truncate(3);
     if more > 0 {
@@ -315,11 +327,11 @@ pub(super) fn read_checkpoint<R: Read + Seek>(
     if get("network")? != format!("{:016x}", identity.network) {
         bail!(
             "was written for a different network ({})",
-            differences(&meta, identity)
+            differences(&meta, identity, true)
         );
     }
     if require == Require::Everything {
-        let differ = differences(&meta, identity);
+        let differ = differences(&meta, identity, false);
         if !differ.is_empty() {
             bail!(
                 "was written with other training settings ({differ}); resume with the same settings"

@@ -65,6 +65,21 @@ impl Identity {
             settings,
         }
     }
+
+    /// The identity of rank `rank` of a run of `ranks` whose output layer is split between
+    /// them (unchanged for one rank): its network is its slice, so a checkpoint of another
+    /// rank or another number of ranks is another network, and the settings name both.
+    pub fn of_rank(mut self, rank: usize, ranks: usize) -> Self {
+        if ranks > 1 {
+            self.network = slide::lsh::mix64(
+                self.network ^ slide::lsh::mix64(((ranks as u64) << 32) | rank as u64),
+            );
+            self.settings
+                .push(("world.ranks".into(), ranks.to_string()));
+            self.settings.push(("world.rank".into(), rank.to_string()));
+        }
+        self
+    }
 }
 
 /// How much of the identity a load requires.

@@ -60,6 +60,10 @@ pub(super) struct Record {
     /// Checkpoints written so far and the seconds they took.
     pub(super) checkpoints: usize,
     pub(super) checkpoint_seconds: f64,
+    /// KiB this rank sent to the others per training step since the last record (a run on
+    /// several ranks; absent for one process).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) sent_kib_per_step: Option<f64>,
 }
 
 /// [`slide::PhaseTimes`] in seconds.
@@ -228,6 +232,9 @@ pub(super) fn format_record(r: &Record, multi_label: bool) -> String {
     }
     if let (Some(share), Some(output)) = (r.top1_share, r.top1_output) {
         line += &format!("  top-1 {:.1}% on output {output}", 100.0 * share);
+    }
+    if let Some(kib) = r.sent_kib_per_step {
+        line += &format!("  sent {kib:.1} KiB/step");
     }
     line + &sampling_summary(r)
 }

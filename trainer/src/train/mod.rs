@@ -2,7 +2,7 @@
 //! and a stop with a message when the loss diverges.
 
 use slide::lsh::mix64;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::anyhow;
@@ -55,11 +55,26 @@ pub fn run(
     resume: Option<&Path>,
     interrupt: &AtomicUsize,
 ) -> Result<(), Failure> {
+    // One process, or the ranks of an MPI job: every rank but the first works silently
+    // and writes its metrics into a folder of its own; each writes its own checkpoints.
+    let comm = crate::world::connect().map_err(Failure::Input)?;
+    let (rank, ranks) = (comm.rank(), comm.size());
+    let log = if rank == 0 { Log::Stdout } else { Log::Silent };
     let Prepared {
         loaded,
         mut net,
         identity,
-    } = prepare(config, resume.is_some(), Log::Stdout)?;
+    } = prepare(config, resume.is_some(), log, comm)?;
+    let quiet = quiet || rank > 0;
+    let rank_out = out.join(format!("rank-{rank}"));
+    let (out, checkpoints) = match ranks {
+        1 => (out, out.join(&config.checkpoint.dir)),
+        _ => (
+            if rank == 0 { out } else { rank_out.as_path() },
+            out.join(&config.checkpoint.dir)
+                .join(rank_folder(rank, ranks)),
+        ),
+    };
     let Loaded {
         train,
         test,
@@ -67,7 +82,9 @@ pub fn run(
         ..
     } = loaded;
     let (train, test) = (train.examples(), test.examples());
-    let resume = resume.map(newest_in).transpose()?;
+    let resume = resume
+        .map(|path| newest_in(&ranks_checkpoints(path, rank, ranks)?))
+        .transpose()?;
     let start = resumed(resume.as_deref(), &mut net, &identity)?;
     let t = &config.train;
     let steps_per_epoch = t.steps_per_epoch(train.len());
@@ -80,7 +97,6 @@ pub fn run(
     };
     let steps = (net.step(), total_steps);
     let mut report = Reporter::open(config, out, resume.is_some(), quiet, multi_label, steps)?;
-    let checkpoints = out.join(&config.checkpoint.dir);
     let mut saver = Saver::new(checkpoints, &identity, config.checkpoint.keep_last);
     let schedule = t.schedule();
     let mut order: Vec<usize> = (0..train.len()).collect();
@@ -140,7 +156,7 @@ pub fn run(
                 saver.save(&net, epoch, b + 1, false)?;
                 saved_at = step;
             }
-            let signal = interrupt.load(Ordering::Relaxed);
+            let signal = agreed_signal(&net, interrupt)?;
             if signal != 0 {
                 report.finish();
                 let path = saver.save(&net, epoch, b + 1, true)?;
@@ -157,6 +173,9 @@ pub fn run(
     // The last periodic checkpoint, if the run ended on one, is in place before the summary.
     saver.wait()?;
     report.finish();
+    if rank > 0 {
+        return Ok(());
+    }
     summary(
         &net,
         &report,
@@ -165,6 +184,62 @@ pub fn run(
         multi_label,
     );
     Ok(())
+}
+
+/// The signal that stops the run after this step, if any: with several ranks the first
+/// non-zero of every rank's (each gets the signal at its own moment, and all must stop
+/// after the same step).
+fn agreed_signal(net: &Network, interrupt: &AtomicUsize) -> Result<usize, Failure> {
+    let signal = interrupt.load(Ordering::Relaxed);
+    let comm = net.communicator();
+    if comm.size() == 1 {
+        return Ok(signal);
+    }
+    let mut every = Vec::new();
+    comm.all_gather(&[signal as f32], &mut every)
+        .map_err(|e| Failure::Training(e.into()))?;
+    Ok(every
+        .iter()
+        .map(|&s| s as usize)
+        .find(|&s| s != 0)
+        .unwrap_or(0))
+}
+
+/// The folder of rank `rank` of `ranks` inside a run's checkpoint folder.
+fn rank_folder(rank: usize, ranks: usize) -> String {
+    format!("rank-{rank}-of-{ranks}")
+}
+
+/// Where rank `rank` of `ranks` resumes from, given `--resume path`: with several ranks its
+/// own folder inside `path`; a folder that holds another number of ranks' checkpoints is
+/// refused, naming how many.
+fn ranks_checkpoints(path: &Path, rank: usize, ranks: usize) -> Result<PathBuf, Failure> {
+    let written = |dir: &Path| -> Option<usize> {
+        std::fs::read_dir(dir).ok()?.flatten().find_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            name.strip_prefix("rank-")?
+                .split_once("-of-")?
+                .1
+                .parse()
+                .ok()
+        })
+    };
+    let mine = path.join(rank_folder(rank, ranks));
+    if ranks > 1 && mine.is_dir() {
+        return Ok(mine);
+    }
+    match written(path) {
+        Some(other) if other != ranks => Err(Failure::Input(anyhow!(
+            "{}: holds the checkpoints of a run on {other} ranks; this run has {ranks}: resume it with `mpirun -n {other}` (a build with --features mpi)",
+            path.display()
+        ))),
+        _ if ranks > 1 => Err(Failure::Input(anyhow!(
+            "{}: a run on {ranks} ranks resumes from its checkpoint folder, which holds {}",
+            path.display(),
+            rank_folder(rank, ranks)
+        ))),
+        _ => Ok(path.to_path_buf()),
+    }
 }
 
 /// How a run stopped by signal `signal` after step `step` of epoch `epoch` and the

@@ -3,8 +3,11 @@
 use std::path::Path;
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use anyhow::anyhow;
 use slide::Network;
+use slide::comm::{Communicator, Local};
 
 use super::Failure;
 use crate::checkpoint;
@@ -17,11 +20,12 @@ use crate::data::{self, Loaded};
 /// memory exceeds model and data by 12-40 MB (`trainer/tests/cli.rs` checks a run against it).
 const RUN_OVERHEAD: u64 = 96 << 20;
 
-/// Bytes a run of `network` on data of `data_bytes` needs at its peak: the model (see
-/// [`slide::NetworkConfig::estimated_bytes`]; checkpoints stream it and hold no copy), the
-/// data, and [`RUN_OVERHEAD`]. Returns `(model, peak)`.
-fn estimate_bytes(network: &slide::NetworkConfig, data_bytes: u64) -> (u64, u64) {
-    let model = network.estimated_bytes().model();
+/// Bytes one rank of `ranks` (one process: 1) running `network` on data of `data_bytes`
+/// needs at its peak: its part of the model (see
+/// [`slide::NetworkConfig::estimated_bytes_per_rank`]; checkpoints stream it and hold no
+/// copy), the data, and [`RUN_OVERHEAD`]. Returns `(model, peak)`.
+fn estimate_bytes(network: &slide::NetworkConfig, data_bytes: u64, ranks: usize) -> (u64, u64) {
+    let model = network.estimated_bytes_per_rank(ranks).model();
     (model, model + data_bytes + RUN_OVERHEAD)
 }
 
@@ -53,7 +57,7 @@ pub(crate) fn restored(
         loaded,
         mut net,
         identity,
-    } = prepare(config, true, log)?;
+    } = prepare(config, true, log, Arc::new(Local))?;
     checkpoint::load(path, &mut net, &identity, checkpoint::Require::Network)
         .map_err(Failure::Input)?;
     Ok((loaded, net))
@@ -63,11 +67,19 @@ pub(crate) fn restored(
 pub(crate) enum Log {
     Stdout,
     Stderr,
+    /// Nowhere (the ranks of a sharded run but the first).
+    Silent,
 }
 
-/// Loads the data, checks the memory estimate and builds the network; `restoring` leaves
-/// its LSH tables empty for a checkpoint (which carries them) to fill.
-pub(crate) fn prepare(config: &Config, restoring: bool, log: Log) -> Result<Prepared, Failure> {
+/// Loads the data, checks the memory estimate and builds the network, its output layer
+/// split between the ranks of `comm` (the estimate is one rank's); `restoring` leaves its
+/// LSH tables empty for a checkpoint (which carries them) to fill.
+pub(crate) fn prepare(
+    config: &Config,
+    restoring: bool,
+    log: Log,
+    comm: Arc<dyn Communicator>,
+) -> Result<Prepared, Failure> {
     let input = Failure::Input;
     let started = Instant::now();
     let loaded = data::load(&config.data).map_err(input)?;
@@ -80,7 +92,8 @@ pub(crate) fn prepare(config: &Config, restoring: bool, log: Log) -> Result<Prep
     }
     let network_config = config.network(features, loaded.train.examples().len());
     let data_bytes = loaded.train.memory_bytes() + loaded.test.memory_bytes();
-    let (model, peak) = estimate_bytes(&network_config, data_bytes);
+    let ranks = comm.size();
+    let (model, peak) = estimate_bytes(&network_config, data_bytes, ranks);
     let limit = config.train.memory_limit_mb * 1_000_000;
     if limit > 0 && peak > limit {
         return Err(input(anyhow!(
@@ -102,8 +115,13 @@ pub(crate) fn prepare(config: &Config, restoring: bool, log: Log) -> Result<Prep
             available as f64 / 1e9
         )));
     }
+    let per_rank = if ranks > 1 {
+        format!(" per rank of {ranks} (each holds 1/{ranks} of the output layer)")
+    } else {
+        String::new()
+    };
     let announce = format!(
-        "kernels: {} (CPU: {}; SLIDE_KERNELS=scalar|portable|avx512 overrides)\ndata: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB, the run at most {:.0} MB",
+        "kernels: {} (CPU: {}; SLIDE_KERNELS=scalar|portable|avx512 overrides)\ndata: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB, the run at most {:.0} MB{per_rank}",
         slide::kernels::kernels().name,
         slide::kernels::cpu_features().join(" "),
         loaded.train.examples().len(),
@@ -116,13 +134,15 @@ pub(crate) fn prepare(config: &Config, restoring: bool, log: Log) -> Result<Prep
     match log {
         Log::Stdout => println!("{announce}"),
         Log::Stderr => eprintln!("{announce}"),
+        Log::Silent => {}
     }
     // What a checkpoint must match: the network to be evaluated, every setting to be resumed.
-    let identity = checkpoint::Identity::of(&network_config, config.train.batch_size);
+    let identity = checkpoint::Identity::of(&network_config, config.train.batch_size)
+        .of_rank(comm.rank(), ranks);
     let mut net = if restoring {
-        Network::with_empty_tables(network_config)
+        Network::sharded_with_empty_tables(network_config, comm)
     } else {
-        Network::new(network_config)
+        Network::sharded(network_config, comm)
     }
     .map_err(|e| input(e.into()))?;
     net.set_eval_precision(config.train.eval_precision)

@@ -40,6 +40,8 @@ pub(super) struct Reporter {
     phases: PhaseTimes,
     /// The window since the last record: summed loss, steps, rows touched per layer.
     loss: f64,
+    /// Bytes sent to the other ranks since the last record.
+    sent: u64,
     steps: usize,
     rows: Vec<usize>,
 }
@@ -87,6 +89,7 @@ impl Reporter {
             outside_training: 0.0,
             phases: PhaseTimes::default(),
             loss: 0.0,
+            sent: 0,
             steps: 0,
             rows: Vec::new(),
         })
@@ -107,6 +110,7 @@ impl Reporter {
         self.samples += samples;
         self.phases += stats.times;
         self.loss += stats.loss;
+        self.sent += stats.bytes_sent;
         self.steps += 1;
         self.rows.resize(stats.rows_touched.len(), 0);
         for (sum, &rows) in self.rows.iter_mut().zip(&stats.rows_touched) {
@@ -167,6 +171,8 @@ impl Reporter {
             phase_seconds: self.phases.into(),
             checkpoints,
             checkpoint_seconds,
+            sent_kib_per_step: (net.communicator().size() > 1)
+                .then(|| self.sent as f64 / 1024.0 / self.steps.max(1) as f64),
         };
         let line = serde_json::to_string(&record).expect("records serialise");
         writeln!(self.metrics, "{line}")
@@ -184,6 +190,7 @@ impl Reporter {
             None => {}
         }
         self.loss = 0.0;
+        self.sent = 0;
         self.steps = 0;
         self.rows.fill(0);
         Ok(())

@@ -1,42 +1,11 @@
 //! The real `slide-train` binary: end-to-end runs and one-line errors with exit status 2.
 
-#[path = "../../tests/common/scratch.rs"]
-mod scratch;
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use scratch::Scratch;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn scratch(test: &str) -> Scratch {
-    Scratch::new("train", test)
-}
-
-fn slide_train(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_slide-train"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("slide-train runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Asserts that `run` exited successfully (showing its output if not); returns its stdout.
-fn succeeded(run: &Output) -> String {
-    let stdout = text(&run.stdout);
-    assert!(run.status.success(), "{stdout}\n{}", text(&run.stderr));
-    stdout
-}
+use support::*;
 
 /// The number after `key ` in the final `done:` line.
 fn final_metric(stdout: &str, key: &str) -> f64 {
@@ -86,39 +55,6 @@ fn quickstart_config_learns_mnist() {
 
 /// Learnable multi-label data in the XMC text format: each of 50 labels owns 4 of 300
 /// features.
-fn write_xmc(path: &Path, samples: usize, seed: u64) {
-    let mut state = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    let mut next = |n: u64| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) % n
-    };
-    let mut lines = vec![format!("{samples} 300 50")];
-    for _ in 0..samples {
-        let a = next(50);
-        let b = (a + 1 + next(49)) % 50;
-        let labels: Vec<u64> = if next(2) == 0 {
-            vec![a]
-        } else {
-            vec![a.min(b), a.max(b)]
-        };
-        let mut features: Vec<u64> = labels
-            .iter()
-            .flat_map(|&y| (0..4).map(move |j| (y * 6 + j) % 300))
-            .collect();
-        features.push(next(300));
-        features.sort_unstable();
-        features.dedup();
-        let pairs: Vec<String> = features.iter().map(|f| format!("{f}:1")).collect();
-        let labels: Vec<String> = labels.iter().map(u64::to_string).collect();
-        lines.push(format!("{} {}", labels.join(","), pairs.join(" ")));
-    }
-    std::fs::write(path, lines.join("\n") + "\n").unwrap();
-}
-
 fn xmc_config(dir: &Path) -> PathBuf {
     write_xmc(&dir.join("train.txt"), 2000, 1);
     write_xmc(&dir.join("test.txt"), 400, 2);

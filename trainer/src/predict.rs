@@ -52,6 +52,7 @@ pub fn predict_checkpoint(
             "--top-k must be between 1 and 5, not {top_k}"
         )));
     }
+    let mut first_rank = true;
     let Answers {
         predictions,
         loaded,
@@ -64,6 +65,8 @@ pub fn predict_checkpoint(
         }
         None => {
             let (loaded, net) = restored(config, path, Log::Stderr)?;
+            // The ranks of an MPI job get the same (merged) answers: the first writes them.
+            first_rank = net.communicator().rank() == 0;
             let test = loaded.test.examples();
             let batch: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
             let started = Instant::now();
@@ -99,6 +102,7 @@ pub fn predict_checkpoint(
         sink.flush()
     };
     match out {
+        _ if !first_rank => Ok(()),
         Some(file) => std::fs::File::create(file)
             .and_then(|mut f| write(&mut f))
             .with_context(|| format!("{}: cannot write the predictions", file.display())),

@@ -7,21 +7,6 @@ use std::process::Command;
 
 use support::*;
 
-/// The number after `key ` in the final `done:` line.
-fn final_metric(stdout: &str, key: &str) -> f64 {
-    let done = stdout
-        .lines()
-        .find(|l| l.starts_with("done:"))
-        .expect("a done line");
-    let rest = &done[done.find(key).unwrap_or_else(|| panic!("{key} in {done}")) + key.len()..];
-    rest.trim_start()
-        .split([',', ';', ' '])
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// The quickstart config on the shipped MNIST, cut to 150 steps: the sparse hidden layer
 /// learns. Measured: test accuracy 0.91 on all 10,000 test images after 150 steps.
 #[test]

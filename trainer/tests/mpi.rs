@@ -112,9 +112,10 @@ fn hidden_layer(path: &Path) -> Vec<(String, Vec<u8>)> {
 
 /// Two ranks train 40 steps and checkpoint; each rank's checkpoint holds the same hidden
 /// layer, bit for bit, and half of the outputs; the run resumes on two ranks to the end,
-/// reporting what it sent; one process refuses the folder, naming the two ranks it needs.
+/// reporting what it sent; `eval` and `predict` on two ranks read the folder; one process
+/// refuses it, naming the two ranks it needs.
 #[test]
-fn two_ranks_train_checkpoint_resume_and_hold_the_same_hidden_layer() {
+fn two_ranks_train_checkpoint_resume_evaluate_and_hold_the_same_hidden_layer() {
     let dir = scratch("mpi-resume");
     let config = config(&dir);
     let out = dir.join("out");
@@ -143,6 +144,32 @@ fn two_ranks_train_checkpoint_resume_and_hold_the_same_hidden_layer() {
     let stdout = succeeded(&resumed);
     assert!(stdout.contains("resumed from"), "{stdout}");
     assert!(stdout.contains("KiB/step"), "{stdout}");
+    let p1 = final_metric(&stdout, "P@1");
+
+    // `eval` on two ranks reads each rank's newest checkpoint and merges their best outputs:
+    // the run's last P@1 again, printed once; `predict` writes one line per test sample.
+    let scoring = [
+        "--config",
+        config,
+        "--checkpoint",
+        checkpoints.to_str().unwrap(),
+    ];
+    let eval = succeeded(&on_two_ranks(&[&["eval"][..], &scoring[..]].concat()));
+    assert_eq!(eval.matches("P@1").count(), 1, "{eval}");
+    assert!(
+        eval.contains(&format!("P@1 {p1:.4}")),
+        "eval says `{eval}`, the run ended at {p1:.4}"
+    );
+    let answers = dir.join("answers.txt");
+    let predict = [
+        &["predict"][..],
+        &scoring[..],
+        &["--out", answers.to_str().unwrap()][..],
+    ];
+    succeeded(&on_two_ranks(&predict.concat()));
+    let lines = std::fs::read_to_string(&answers).unwrap();
+    assert_eq!(lines.lines().count(), 400, "{lines}");
+    assert!(lines.lines().all(|l| l.split(' ').count() == 5), "{lines}");
     let done = newest(&checkpoints.join("rank-1-of-2"));
     assert!(
         done > ranks[1],

@@ -148,6 +148,10 @@ pub fn evaluate_checkpoint(
         .evaluate(&mut ws, test, &all, mode)
         .map_err(|e| Failure::Training(e.into()))?;
     let seconds = started.elapsed().as_secs_f64();
+    // The ranks of an MPI job have the same (merged) result: the first prints it.
+    if net.communicator().rank() > 0 {
+        return Ok((e, seconds));
+    }
     if loaded.multi_label {
         println!(
             "{}: step {}, {} test samples: P@1 {:.4}, P@3 {:.4}, P@5 {:.4} ({:.0} outputs scored per sample, {:.1} s)",

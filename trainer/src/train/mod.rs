@@ -210,10 +210,14 @@ fn rank_folder(rank: usize, ranks: usize) -> String {
     format!("rank-{rank}-of-{ranks}")
 }
 
-/// Where rank `rank` of `ranks` resumes from, given `--resume path`: with several ranks its
-/// own folder inside `path`; a folder that holds another number of ranks' checkpoints is
-/// refused, naming how many.
-fn ranks_checkpoints(path: &Path, rank: usize, ranks: usize) -> Result<PathBuf, Failure> {
+/// Where rank `rank` of `ranks` reads its checkpoint, given `--resume path` or
+/// `--checkpoint path`: with several ranks its own folder inside `path`; a folder that
+/// holds another number of ranks' checkpoints is refused, naming how many.
+pub(crate) fn ranks_checkpoints(
+    path: &Path,
+    rank: usize,
+    ranks: usize,
+) -> Result<PathBuf, Failure> {
     let written = |dir: &Path| -> Option<usize> {
         std::fs::read_dir(dir).ok()?.flatten().find_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
@@ -234,7 +238,7 @@ fn ranks_checkpoints(path: &Path, rank: usize, ranks: usize) -> Result<PathBuf, 
             path.display()
         ))),
         _ if ranks > 1 => Err(Failure::Input(anyhow!(
-            "{}: a run on {ranks} ranks resumes from its checkpoint folder, which holds {}",
+            "{}: a run on {ranks} ranks reads its checkpoints from the run's checkpoint folder, which holds {}",
             path.display(),
             rank_folder(rank, ranks)
         ))),
@@ -276,7 +280,7 @@ fn resumed(
     Ok(start)
 }
 
-fn newest_in(path: &Path) -> Result<std::path::PathBuf, Failure> {
+pub(crate) fn newest_in(path: &Path) -> Result<std::path::PathBuf, Failure> {
     if !path.is_dir() {
         return Ok(path.to_path_buf());
     }

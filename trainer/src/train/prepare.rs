@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::anyhow;
 use slide::Network;
-use slide::comm::{Communicator, Local};
+use slide::comm::Communicator;
 
 use super::Failure;
 use crate::checkpoint;
@@ -46,19 +46,25 @@ pub(crate) struct Prepared {
     pub(crate) identity: checkpoint::Identity,
 }
 
-/// The data and the network of `config` with the checkpoint at `path` loaded into it (its
-/// network must match; its training settings need not): what `eval` and `predict` score.
+/// The data and the network of `config` with the checkpoint at `path` (or the newest in
+/// the folder `path`) loaded into it (its network must match; its training settings need
+/// not): what `eval` and `predict` score. On the ranks of an MPI job each rank loads its
+/// own from the run's checkpoint folder `path`, and only the first logs.
 pub(crate) fn restored(
     config: &Config,
     path: &Path,
     log: Log,
 ) -> Result<(Loaded, Network), Failure> {
+    let comm = crate::world::connect().map_err(Failure::Input)?;
+    let (rank, ranks) = (comm.rank(), comm.size());
+    let path = super::newest_in(&super::ranks_checkpoints(path, rank, ranks)?)?;
+    let log = if rank == 0 { log } else { Log::Silent };
     let Prepared {
         loaded,
         mut net,
         identity,
-    } = prepare(config, true, log, Arc::new(Local))?;
-    checkpoint::load(path, &mut net, &identity, checkpoint::Require::Network)
+    } = prepare(config, true, log, comm)?;
+    checkpoint::load(&path, &mut net, &identity, checkpoint::Require::Network)
         .map_err(Failure::Input)?;
     Ok((loaded, net))
 }

@@ -40,6 +40,21 @@ pub fn succeeded(run: &Output) -> String {
     stdout
 }
 
+/// The number after `key ` in the final `done:` line.
+pub fn final_metric(stdout: &str, key: &str) -> f64 {
+    let done = stdout
+        .lines()
+        .find(|l| l.starts_with("done:"))
+        .expect("a done line");
+    let rest = &done[done.find(key).unwrap_or_else(|| panic!("{key} in {done}")) + key.len()..];
+    rest.trim_start()
+        .split([',', ';', ' '])
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 /// [`write_xmc_labels`] with 50 labels.
 pub fn write_xmc(path: &Path, samples: usize, seed: u64) {
     write_xmc_labels(path, samples, 50, seed);

@@ -179,6 +179,12 @@ pub(super) fn collapsed(e: &EvalStats) -> bool {
 
 /// The last sampled layer's sources, occupancy and recall, for the progress line: e.g.
 /// `  lsh: 96% from tables, 4% fill, buckets 41.2/164, recall@10 0.62 (random 0.002)`.
+/// What a rank of a sharded run sent per step (nothing for one process).
+pub(super) fn traffic(r: &Record) -> String {
+    r.sent_kib_per_step
+        .map_or_else(String::new, |kib| format!("  sent {kib:.1} KiB/step"))
+}
+
 pub(super) fn sampling_summary(r: &Record) -> String {
     let Some(l) = r.active_sources.iter().rposition(Option::is_some) else {
         return String::new();
@@ -233,8 +239,5 @@ pub(super) fn format_record(r: &Record, multi_label: bool) -> String {
     if let (Some(share), Some(output)) = (r.top1_share, r.top1_output) {
         line += &format!("  top-1 {:.1}% on output {output}", 100.0 * share);
     }
-    if let Some(kib) = r.sent_kib_per_step {
-        line += &format!("  sent {kib:.1} KiB/step");
-    }
-    line + &sampling_summary(r)
+    line + &traffic(r) + &sampling_summary(r)
 }

@@ -13,6 +13,7 @@ use slide::{EvalStats, Network, PhaseTimes, StepStats};
 use super::Failure;
 use super::metrics::{
     RecallRecord, Record, format_record, occupancy, resident_mib, sampling_summary, sources,
+    traffic,
 };
 use crate::config::Config;
 
@@ -181,9 +182,10 @@ impl Reporter {
         match &self.bar {
             Some(bar) if eval.is_some() => bar.println(format_record(&record, multi)),
             Some(bar) => bar.set_message(format!(
-                "loss {:.4}  {:.0} samples/s{}",
+                "loss {:.4}  {:.0} samples/s{}{}",
                 record.loss,
                 record.samples_per_second,
+                traffic(&record),
                 sampling_summary(&record)
             )),
             None if !self.quiet || eval.is_some() => println!("{}", format_record(&record, multi)),

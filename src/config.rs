@@ -390,25 +390,12 @@ mod tests {
     /// shape: the hidden layer is whole on each rank).
     #[test]
     fn estimated_bytes_per_rank_match_a_built_rank() {
-        let mut config = config();
-        config.input_dim = 300;
-        config.layers[0].out_dim = 64;
-        config.layers[1].out_dim = 5000;
-        config.layers[1].lsh = Some(LshConfig {
-            shared_pool: 1000,
-            ..lsh_config()
-        });
+        let config = wide(Precision::F32, Precision::F32, 1000);
         let estimate = config.estimated_bytes_per_rank(2);
         let rank = crate::comm::InProcess::group(2).remove(0);
         let mut net = Network::sharded(config.clone(), std::sync::Arc::new(rank)).unwrap();
         net.rebuild_tables().unwrap();
-        net.layer_mut(1).refresh_mean_input(&[0.5; 64]);
-        let held = net.memory_bytes() as f64;
-        let ratio = estimate.model() as f64 / held;
-        assert!(
-            (1.0..1.1).contains(&ratio),
-            "estimate {estimate:?}, held {held}"
-        );
+        estimate_holds(&mut net, estimate);
         let whole = config.estimated_bytes().model() as f64;
         let share = estimate.model() as f64 / whole;
         assert!(
@@ -417,7 +404,8 @@ mod tests {
         );
     }
 
-    fn estimate_matches(weights: Precision, moments: Precision) {
+    /// 300 inputs -> 64 (input-major) -> 5,000 outputs with tables and a pool of `pool`.
+    fn wide(weights: Precision, moments: Precision, pool: usize) -> NetworkConfig {
         let mut config = config();
         config.layers[1].moments = moments;
         config.layers[1].weights = weights;
@@ -426,15 +414,16 @@ mod tests {
         config.layers[0].out_dim = 64;
         config.layers[1].out_dim = 5000;
         config.layers[1].lsh = Some(LshConfig {
-            shared_pool: 2000,
+            shared_pool: pool,
             ..lsh_config()
         });
-        let estimate = config.estimated_bytes();
-        let mut net = Network::new(config).unwrap();
-        for _ in 0..3 {
-            net.rebuild_tables().unwrap();
-        }
-        // The pool's copied rows (about a tenth of the BF16 network) exist once refreshed.
+        config
+    }
+
+    /// Asserts that `estimate` is at most 10% above what `net` (a [`wide`] network) holds,
+    /// its pool's copied rows (about a tenth of the BF16 network) included: they exist once
+    /// the pool is refreshed.
+    fn estimate_holds(net: &mut Network, estimate: MemoryEstimate) {
         net.layer_mut(1).refresh_mean_input(&[0.5; 64]);
         let held = net.memory_bytes() as f64;
         let ratio = estimate.model() as f64 / held;
@@ -442,6 +431,16 @@ mod tests {
             (1.0..1.1).contains(&ratio),
             "estimate {estimate:?}, held {held}"
         );
+    }
+
+    fn estimate_matches(weights: Precision, moments: Precision) {
+        let config = wide(weights, moments, 2000);
+        let estimate = config.estimated_bytes();
+        let mut net = Network::new(config).unwrap();
+        for _ in 0..3 {
+            net.rebuild_tables().unwrap();
+        }
+        estimate_holds(&mut net, estimate);
         let state = net.export_state();
         let exported: usize = state
             .layers

@@ -41,44 +41,14 @@ fn quickstart_config_learns_mnist() {
 /// Learnable multi-label data in the XMC text format: each of 50 labels owns 4 of 300
 /// features.
 fn xmc_config(dir: &Path) -> PathBuf {
-    write_xmc(&dir.join("train.txt"), 2000, 1);
-    write_xmc(&dir.join("test.txt"), 400, 2);
-    let config = format!(
-        r#"
-[data]
-format = "xmc"
-train = "{dir}/train.txt"
-test = "{dir}/test.txt"
-
-[[network.layers]]
-size = 32
-activation = "relu"
-layout = "input-major"
-
-[[network.layers]]
-size = 50
-activation = "softmax"
-[network.layers.lsh]
-family = {{ dwta = {{ bin_size = 8 }} }}
-k = 2
-l = 20
-range_pow = 6
-strategy = "top-k"
-budget = 10
-min_active = 10
-
-[train]
-epochs = 10
-batch_size = 64
-lr = 0.01
-seed = 3
-rebuild_every = 20
-"#,
-        dir = dir.display()
-    );
-    let path = dir.join("xmc.toml");
-    std::fs::write(&path, config).unwrap();
-    path
+    XmcRun {
+        hidden: 32,
+        labels: 50,
+        range_pow: 6,
+        lsh: "budget = 10\nmin_active = 10",
+        epochs: 10,
+    }
+    .write(dir, "xmc.toml")
 }
 
 /// Multi-label XMC text data, input-major hidden layer, LSH output: P@1 and P@5 are

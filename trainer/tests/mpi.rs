@@ -14,47 +14,14 @@ use support::*;
 /// 2,000 samples over 40,000 labels, 256 hidden units: the output layer (123 MB with its
 /// moments) is most of the model.
 fn config(dir: &Path) -> PathBuf {
-    write_xmc_labels(&dir.join("train.txt"), 2000, 40_000, 1);
-    write_xmc_labels(&dir.join("test.txt"), 400, 40_000, 2);
-    let config = format!(
-        r#"
-[data]
-format = "xmc"
-train = "{dir}/train.txt"
-test = "{dir}/test.txt"
-
-[[network.layers]]
-size = 256
-activation = "relu"
-layout = "input-major"
-
-[[network.layers]]
-size = 40000
-activation = "softmax"
-[network.layers.lsh]
-family = {{ dwta = {{ bin_size = 8 }} }}
-k = 2
-l = 20
-range_pow = 10
-strategy = "top-k"
-budget = 64
-min_active = 64
-log_q = true
-shared_negatives = 16
-shared_pool = 64
-
-[train]
-epochs = 2
-batch_size = 64
-lr = 0.01
-seed = 3
-rebuild_every = 20
-"#,
-        dir = dir.display()
-    );
-    let path = dir.join("ranks.toml");
-    std::fs::write(&path, config).unwrap();
-    path
+    XmcRun {
+        hidden: 256,
+        labels: 40_000,
+        range_pow: 10,
+        lsh: "budget = 64\nmin_active = 64\nlog_q = true\nshared_negatives = 16\nshared_pool = 64",
+        epochs: 2,
+    }
+    .write(dir, "ranks.toml")
 }
 
 /// `slide-train args` on two ranks, one thread each (OpenMPI's switches let it run as

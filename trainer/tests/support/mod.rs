@@ -94,3 +94,64 @@ pub fn write_xmc_labels(path: &Path, samples: usize, labels: u64, seed: u64) {
     }
     std::fs::write(path, lines.join("\n") + "\n").unwrap();
 }
+
+/// The shape of an XMC test run: 2,000 training and 400 test samples of
+/// [`write_xmc_labels`] data over `labels` labels, 300 features -> `hidden` ReLU
+/// (input-major) -> `labels` softmax sampled by DWTA tables (K = 2, L = 20, 2^`range_pow`
+/// buckets, top-k), batches of 64 at lr 0.01, seed 3, rebuilds every 20 steps.
+pub struct XmcRun<'a> {
+    pub hidden: usize,
+    pub labels: u64,
+    pub range_pow: u32,
+    /// Further `[network.layers.lsh]` lines (the budget at least).
+    pub lsh: &'a str,
+    pub epochs: usize,
+}
+
+impl XmcRun<'_> {
+    /// Writes the data and the config `name` into `dir`; returns the config's path.
+    pub fn write(&self, dir: &Path, name: &str) -> PathBuf {
+        write_xmc_labels(&dir.join("train.txt"), 2000, self.labels, 1);
+        write_xmc_labels(&dir.join("test.txt"), 400, self.labels, 2);
+        let config = format!(
+            r#"
+[data]
+format = "xmc"
+train = "{dir}/train.txt"
+test = "{dir}/test.txt"
+
+[[network.layers]]
+size = {hidden}
+activation = "relu"
+layout = "input-major"
+
+[[network.layers]]
+size = {labels}
+activation = "softmax"
+[network.layers.lsh]
+family = {{ dwta = {{ bin_size = 8 }} }}
+k = 2
+l = 20
+range_pow = {range_pow}
+strategy = "top-k"
+{lsh}
+
+[train]
+epochs = {epochs}
+batch_size = 64
+lr = 0.01
+seed = 3
+rebuild_every = 20
+"#,
+            dir = dir.display(),
+            hidden = self.hidden,
+            labels = self.labels,
+            range_pow = self.range_pow,
+            lsh = self.lsh,
+            epochs = self.epochs,
+        );
+        let path = dir.join(name);
+        std::fs::write(&path, config).unwrap();
+        path
+    }
+}

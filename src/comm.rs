@@ -30,9 +30,10 @@ pub trait Communicator: Debug + Send + Sync {
     /// into `out` (cleared first).
     fn all_gather(&self, send: &[f32], out: &mut Vec<f32>) -> Result<()>;
 
-    /// The element-wise sum over the ranks of `values`, in place: gathered, then summed in
-    /// rank order, so that every rank holds the same bits (an all-reduce may sum in another
-    /// order on each rank). `scratch` holds the gathered values.
+    /// The element-wise sum over the ranks of `values`, in place, the same bits on every
+    /// rank (an all-reduce may sum in another order on each rank). By default gathered,
+    /// then summed in rank order (`scratch` holds the gathered values); an implementation
+    /// may sum each block on one rank and gather the blocks instead, which sends less.
     fn all_reduce_sum(&self, values: &mut [f32], scratch: &mut Vec<f32>) -> Result<()> {
         if self.size() == 1 {
             return Ok(());

@@ -32,13 +32,21 @@ mod mpi_world {
     use std::thread::JoinHandle;
 
     use anyhow::{Context, anyhow};
+    use mpi::collective::SystemOperation;
     use mpi::traits::{Communicator as _, CommunicatorCollectives};
     use slide::SlideError;
     use slide::comm::Communicator;
 
-    /// The channels to the MPI thread: this rank's part of an all-gather there, the
-    /// gathered values back.
-    type Link = (Sender<Vec<f32>>, Receiver<Vec<f32>>);
+    /// What the MPI thread is asked to do with this rank's values.
+    enum Request {
+        /// Every rank's values, concatenated in rank order.
+        Gather(Vec<f32>),
+        /// The element-wise sum over the ranks (see [`Mpi::all_reduce_sum`]).
+        Sum(Vec<f32>),
+    }
+
+    /// The channels to the MPI thread: requests there, their results back.
+    type Link = (Sender<Request>, Receiver<Vec<f32>>);
 
     /// The world of an MPI job. Dropping it ends the MPI thread, which finalises MPI.
     #[derive(Debug)]
@@ -54,7 +62,7 @@ mod mpi_world {
     impl Mpi {
         /// Initialises MPI on a thread of its own and asks it for the world's rank and size.
         pub(super) fn start() -> anyhow::Result<Mpi> {
-            let (to_mpi, requests) = channel::<Vec<f32>>();
+            let (to_mpi, requests) = channel::<Request>();
             let (answer, from_mpi) = channel::<Vec<f32>>();
             let (ready, started) = channel::<Option<(usize, usize)>>();
             let thread = std::thread::Builder::new()
@@ -67,11 +75,33 @@ mod mpi_world {
                     let world = universe.world();
                     let size = world.size() as usize;
                     let _ = ready.send(Some((world.rank() as usize, size)));
-                    // Each request is this rank's part of an all-gather.
-                    while let Ok(send) = requests.recv() {
-                        let mut gathered = vec![0.0f32; send.len() * size];
-                        world.all_gather_into(&send[..], &mut gathered[..]);
-                        if answer.send(gathered).is_err() {
+                    while let Ok(request) = requests.recv() {
+                        let result = match request {
+                            Request::Gather(send) => {
+                                let mut gathered = vec![0.0f32; send.len() * size];
+                                world.all_gather_into(&send[..], &mut gathered[..]);
+                                gathered
+                            }
+                            Request::Sum(mut values) => {
+                                // Each rank sums one block (reduce-scatter), then every
+                                // rank gathers the blocks: every rank ends with the same
+                                // bits, each block summed once, and a rank sends about
+                                // 2 (P - 1) / P of the values instead of P - 1 times them.
+                                let n = values.len();
+                                let block = n.div_ceil(size);
+                                values.resize(block * size, 0.0);
+                                let mut mine = vec![0.0f32; block];
+                                world.reduce_scatter_block_into(
+                                    &values[..],
+                                    &mut mine[..],
+                                    SystemOperation::sum(),
+                                );
+                                world.all_gather_into(&mine[..], &mut values[..]);
+                                values.truncate(n);
+                                values
+                            }
+                        };
+                        if answer.send(result).is_err() {
                             break;
                         }
                     }
@@ -104,19 +134,42 @@ mod mpi_world {
         }
 
         fn all_gather(&self, send: &[f32], out: &mut Vec<f32>) -> slide::Result<()> {
-            let lost = || SlideError::Communication("the MPI thread has stopped".into());
-            let link = self.link.lock().map_err(|_| lost())?;
-            let (to_mpi, from_mpi) = link.as_ref().ok_or_else(lost)?;
-            to_mpi.send(send.to_vec()).map_err(|_| lost())?;
-            *out = from_mpi.recv().map_err(|_| lost())?;
+            *out = self.ask(Request::Gather(send.to_vec()))?;
             let peers = (self.size - 1) as u64;
             self.sent
                 .fetch_add(peers * (send.len() * 4) as u64, Ordering::Relaxed);
             Ok(())
         }
 
+        /// A reduce-scatter of blocks of `values`, then an all-gather of the summed blocks:
+        /// the same bits on every rank (each block is summed on one rank), and what a rank
+        /// sends does not grow with the number of ranks: `(P - 1)` blocks of `1/P` of the
+        /// values in each step.
+        fn all_reduce_sum(&self, values: &mut [f32], _scratch: &mut Vec<f32>) -> slide::Result<()> {
+            if self.size == 1 {
+                return Ok(());
+            }
+            let summed = self.ask(Request::Sum(values.to_vec()))?;
+            values.copy_from_slice(&summed);
+            let block = values.len().div_ceil(self.size);
+            let sent = 2 * (self.size - 1) * block * 4;
+            self.sent.fetch_add(sent as u64, Ordering::Relaxed);
+            Ok(())
+        }
+
         fn bytes_sent(&self) -> u64 {
             self.sent.load(Ordering::Relaxed)
+        }
+    }
+
+    impl Mpi {
+        /// Hands `request` to the MPI thread and waits for its result.
+        fn ask(&self, request: Request) -> slide::Result<Vec<f32>> {
+            let lost = || SlideError::Communication("the MPI thread has stopped".into());
+            let link = self.link.lock().map_err(|_| lost())?;
+            let (to_mpi, from_mpi) = link.as_ref().ok_or_else(lost)?;
+            to_mpi.send(request).map_err(|_| lost())?;
+            from_mpi.recv().map_err(|_| lost())
         }
     }
 

@@ -275,7 +275,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     out.as_deref(),
                 )
             })?;
-            // The summary goes to stderr, so that standard output holds only predictions.
+            // The summary goes to stderr, so that standard output holds only predictions;
+            // on the ranks of an MPI job, once.
+            if !stats.wrote {
+                return Ok(());
+            }
             eprintln!(
                 "predicted {} samples in {:.1} s ({:.0} samples/s); P@1 {:.4} against the file's labels",
                 stats.samples,

@@ -22,6 +22,9 @@ pub struct PredictStats {
     /// Share of the samples whose best output is one of their labels (P@1; 0 for a file
     /// without labels).
     pub precision_at_1: f64,
+    /// Whether this process wrote the predictions: one process does, and of the ranks of an
+    /// MPI job the first (the others computed the same answers and stay silent).
+    pub wrote: bool,
 }
 
 /// A model's answers for the samples `batch` of the test file in `loaded`, and the seconds
@@ -113,5 +116,6 @@ pub fn predict_checkpoint(
         samples: batch.len(),
         seconds,
         precision_at_1: hits as f64 / batch.len().max(1) as f64,
+        wrote: first_rank,
     })
 }

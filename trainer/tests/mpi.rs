@@ -133,7 +133,14 @@ fn two_ranks_train_checkpoint_resume_evaluate_and_hold_the_same_hidden_layer() {
         &scoring[..],
         &["--out", answers.to_str().unwrap()][..],
     ];
-    succeeded(&on_two_ranks(&predict.concat()));
+    let predicted = on_two_ranks(&predict.concat());
+    succeeded(&predicted);
+    let summary = text(&predicted.stderr);
+    assert_eq!(
+        summary.matches("predicted 400 samples").count(),
+        1,
+        "{summary}"
+    );
     let lines = std::fs::read_to_string(&answers).unwrap();
     assert_eq!(lines.lines().count(), 400, "{lines}");
     assert!(lines.lines().all(|l| l.split(' ').count() == 5), "{lines}");

@@ -59,12 +59,11 @@ pub fn run(
     // and writes its metrics into a folder of its own; each writes its own checkpoints.
     let comm = crate::world::connect().map_err(Failure::Input)?;
     let (rank, ranks) = (comm.rank(), comm.size());
-    let log = if rank == 0 { Log::Stdout } else { Log::Silent };
     let Prepared {
         loaded,
         mut net,
         identity,
-    } = prepare(config, resume.is_some(), log, comm)?;
+    } = prepare(config, resume.is_some(), Log::Stdout, comm)?;
     let quiet = quiet || rank > 0;
     let rank_out = out.join(format!("rank-{rank}"));
     let (out, checkpoints) = match ranks {

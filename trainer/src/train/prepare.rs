@@ -49,7 +49,7 @@ pub(crate) struct Prepared {
 /// The data and the network of `config` with the checkpoint at `path` (or the newest in
 /// the folder `path`) loaded into it (its network must match; its training settings need
 /// not): what `eval` and `predict` score. On the ranks of an MPI job each rank loads its
-/// own from the run's checkpoint folder `path`, and only the first logs.
+/// own from the run's checkpoint folder `path`.
 pub(crate) fn restored(
     config: &Config,
     path: &Path,
@@ -58,7 +58,6 @@ pub(crate) fn restored(
     let comm = crate::world::connect().map_err(Failure::Input)?;
     let (rank, ranks) = (comm.rank(), comm.size());
     let path = super::newest_in(&super::ranks_checkpoints(path, rank, ranks)?)?;
-    let log = if rank == 0 { log } else { Log::Silent };
     let Prepared {
         loaded,
         mut net,
@@ -73,13 +72,12 @@ pub(crate) fn restored(
 pub(crate) enum Log {
     Stdout,
     Stderr,
-    /// Nowhere (the ranks of a sharded run but the first).
-    Silent,
 }
 
 /// Loads the data, checks the memory estimate and builds the network, its output layer
-/// split between the ranks of `comm` (the estimate is one rank's); `restoring` leaves its
-/// LSH tables empty for a checkpoint (which carries them) to fill.
+/// split between the ranks of `comm` (the estimate is one rank's; only the first rank
+/// logs); `restoring` leaves its LSH tables empty for a checkpoint (which carries them) to
+/// fill.
 pub(crate) fn prepare(
     config: &Config,
     restoring: bool,
@@ -136,11 +134,12 @@ pub(crate) fn prepare(
         model as f64 / 1e6,
         peak as f64 / 1e6
     );
-    // `predict` keeps standard output for its answers.
+    // `predict` keeps standard output for its answers; of an MPI job's ranks the first
+    // speaks for all.
     match log {
+        _ if comm.rank() > 0 => {}
         Log::Stdout => println!("{announce}"),
         Log::Stderr => eprintln!("{announce}"),
-        Log::Silent => {}
     }
     // What a checkpoint must match: the network to be evaluated, every setting to be resumed.
     let identity = checkpoint::Identity::of(&network_config, config.train.batch_size)

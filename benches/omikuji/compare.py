@@ -16,7 +16,7 @@ Not part of the build or CI; needs `pip install omikuji matplotlib` and a releas
         --labels 100000
     python3 benches/omikuji/compare.py --data datasets/generated/a670k-490k --train 490449
 A `--data` folder without `train.txt` is first filled by `slide-train gen-data --preset
-amazon670k` with `--train`, `--test` and `--labels` (seed 1).
+amazon670k` with `--train`, `--test`, `--labels` and `--topics` (seed 1).
 """
 import argparse
 import csv
@@ -114,6 +114,8 @@ def main():
     p.add_argument('--test', type=int, default=6400, help='test samples to generate')
     p.add_argument('--labels', type=int, default=670091)
     p.add_argument('--features', type=int, default=135909)
+    p.add_argument('--topics', type=int, default=0,
+                   help='label topics of the data to generate (gen-data --topics)')
     p.add_argument('--epochs', type=int, help="slide's epochs (default: the config's)")
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--config', default='amazon670k-synthetic.toml', help="slide's config")
@@ -149,7 +151,7 @@ def main():
     if not os.path.exists(train):
         subprocess.run([slide, 'gen-data', '--preset', 'amazon670k', '--out', a.data,
                         '--train', str(a.train), '--test', str(a.test),
-                        '--labels', str(a.labels)], check=True)
+                        '--labels', str(a.labels), '--topics', str(a.topics)], check=True)
     with open(train) as f:
         train_samples = int(f.readline().split()[0])
     with open(test) as f:

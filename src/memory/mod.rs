@@ -68,6 +68,10 @@ pub struct MemoryConfig {
     /// prune their classifiers' small weights: a frequent label's centroid otherwise holds
     /// every feature of every one of its samples, and scoring it costs as much.
     pub centroid_features: usize,
+    /// With [`centroids`](Self::centroids), score only this many voted labels, those with
+    /// the most votes (0: every voted label). A query's 50 neighbours vote for 130-250
+    /// labels, and each scored centroid is a row read from main memory at random.
+    pub centroid_labels: usize,
     /// Hash tables over the units ([`MemoryLsh`]), for [`Search::Tables`]; `None` (the
     /// default): exact search only.
     pub lsh: Option<MemoryLsh>,
@@ -85,6 +89,7 @@ impl Default for MemoryConfig {
             centroids: true,
             vote_weight: 0.5,
             centroid_features: 128,
+            centroid_labels: 0,
             lsh: None,
         }
     }

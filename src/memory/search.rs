@@ -220,12 +220,24 @@ impl Memory {
             dense_query,
             ..
         } = scratch;
+        // The labels with the most votes first (all of them stay listed, so that the next
+        // query clears them).
+        let cap = self.config.centroid_labels;
+        let scored = if cap > 0 && scratch.voted.len() > cap {
+            let votes = &scratch.votes;
+            let key = |&l: &u32| rank_key(votes[l as usize], l);
+            scratch.voted.select_nth_unstable_by_key(cap - 1, key);
+            cap
+        } else {
+            scratch.voted.len()
+        };
         let weight = self.config.vote_weight;
         let walked = 16 * query_features.len();
-        for (i, &label) in scratch.voted.iter().enumerate() {
+        let voted = &scratch.voted[..scored];
+        for (i, &label) in voted.iter().enumerate() {
             // The rows ahead that will be walked (a long row is binary-searched instead,
             // and reads a few of its lines).
-            if let Some(&ahead) = scratch.voted.get(i + AHEAD)
+            if let Some(&ahead) = voted.get(i + AHEAD)
                 && self.centroids.row_len(ahead as usize) <= walked
             {
                 self.centroids.prefetch_row(ahead as usize);

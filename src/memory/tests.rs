@@ -268,6 +268,55 @@ fn centroids_score_the_voted_labels() {
     assert!((cut[0].1 - 0.5 / r2).abs() < 1e-6, "{cut:?}");
 }
 
+/// `centroid_labels` scores only the labels with the most votes. Samples (1, 1, 0, 0),
+/// (0, 0, 0, 1), (0, 1, 1, 0) and (0, 0, 1, 0) carry labels 0, 2, {0, 1} and 1. The query
+/// (0, 1, 0, 0) votes 2 / sqrt(2) for label 0 and 1 / sqrt(2) for label 1: with a cap of 1
+/// only label 0 is scored, its centroid (1, 2, 1, 0) / sqrt(6) giving 2 / sqrt(6) plus half
+/// its votes. The next query through the same scratch, (0, 0, 1, 0), votes 1 / sqrt(2) for
+/// label 0 and 1 + 1 / sqrt(2) for label 1, which alone is scored: its centroid
+/// (0, 1 / sqrt(2), 1 + 1 / sqrt(2), 0) at unit length gives 0.92388, plus half its votes,
+/// none of them left over from the first query (where it was voted for but not scored).
+#[test]
+fn centroid_labels_caps_the_scored_labels() {
+    let mut train = SparseExamples::new();
+    train.push(&[0, 1], &[1.0, 1.0], &[0]);
+    train.push(&[3], &[1.0], &[2]);
+    train.push(&[1, 2], &[1.0, 1.0], &[0, 1]);
+    train.push(&[2], &[1.0], &[1]);
+    let config = MemoryConfig {
+        neighbours: 4,
+        idf: false,
+        centroid_features: 0,
+        centroid_labels: 1,
+        ..MemoryConfig::default()
+    };
+    let memory = Memory::build(&train, 4, 3, config).unwrap();
+    let mut scratch = MemoryScratch::new();
+    let (r2, r6) = (2f32.sqrt(), 6f32.sqrt());
+    let ask = |feature: u32, scratch: &mut MemoryScratch| {
+        let query = Vector::Sparse {
+            indices: &[feature],
+            values: &[1.0],
+        };
+        memory
+            .predict_one(query, 0, scratch, Search::Exact)
+            .unwrap()
+    };
+    let top = ask(1, &mut scratch);
+    assert_eq!(top.len(), 1, "{top:?}");
+    assert_eq!(top[0].0, 0);
+    assert!((top[0].1 - (2.0 / r6 + 0.5 * r2)).abs() < 1e-6, "{top:?}");
+    let top = ask(2, &mut scratch);
+    assert_eq!(top.len(), 1, "{top:?}");
+    assert_eq!(top[0].0, 1);
+    let centroid = (1.0 + 1.0 / r2) / (0.5 + (1.0 + 1.0 / r2).powi(2)).sqrt();
+    assert!((centroid - 0.92388).abs() < 1e-5);
+    assert!(
+        (top[0].1 - (centroid + 0.5 * (1.0 + 1.0 / r2))).abs() < 1e-6,
+        "{top:?}"
+    );
+}
+
 /// Through the tables a query finds the units in its buckets: a training sample's own unit
 /// is always in them (the same vector hashes to the same codes), so each of 300 random
 /// samples, queried with its own input, has itself as its nearest unit and its label on

@@ -11,6 +11,13 @@
 //! and fills the rest with uniformly random features (with `--zipf-noise`, features of
 //! Zipf-like popularity, as words in text); values are tf-idf-like (random weights, rows
 //! scaled to unit length).
+//!
+//! With `--topics T` the labels fall into `T` topics, as products into categories: every
+//! topic has a vocabulary of 30 features, 12 of each label's 20 prototype features come from
+//! its topic's vocabulary, and each further label of a point is, with probability 0.5, drawn
+//! from its first label's topic (by the same popularity). Labels of a topic then share
+//! features and co-occur, so every label has confusable neighbours (hard negatives), which
+//! the default data, whose prototypes are independent, do not have.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -42,6 +49,8 @@ pub struct Preset {
     /// Fill features drawn with Zipf-like popularity (`p ~ 1/(rank + 10)`, as words in
     /// text: a few are in a large share of the points) instead of uniformly (`--zipf-noise`).
     pub zipf_noise: bool,
+    /// Number of label topics (`--topics`; 0: none, every prototype independent).
+    pub topics: usize,
 }
 
 /// The published shapes `gen-data` can imitate.
@@ -56,6 +65,7 @@ pub const PRESETS: [Preset; 2] = [
         mean_nnz: 75.7,
         keep: 0.7,
         zipf_noise: false,
+        topics: 0,
     },
     Preset {
         name: "delicious200k",
@@ -67,10 +77,17 @@ pub const PRESETS: [Preset; 2] = [
         mean_nnz: 301.2,
         keep: 0.7,
         zipf_noise: false,
+        topics: 0,
     },
 ];
 
 const PROTOTYPE: usize = 20;
+/// Features in a topic's vocabulary.
+const TOPIC_VOCABULARY: usize = 30;
+/// Prototype features a label draws from its topic's vocabulary.
+const TOPIC_SHARED: usize = 12;
+/// Probability that a point's further label comes from its first label's topic.
+const TOPIC_COOCCURRENCE: f32 = 0.5;
 /// Rank offset of the label distribution.
 const ZIPF_OFFSET: f64 = 100.0;
 /// Rank offset of the fill features' distribution with `zipf_noise`.
@@ -159,15 +176,24 @@ pub fn generate(p: Preset, seed: u64, dir: &Path) -> Result<Preset> {
     if !(p.keep >= 1e-6 && p.keep <= 1.0) {
         bail!("--keep must be in (0, 1] (at least 1e-6), got {}", p.keep);
     }
+    if p.topics > p.labels {
+        bail!(
+            "--topics must be at most the number of labels ({}), got {}",
+            p.labels,
+            p.topics
+        );
+    }
     let keep = p.keep as f32;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let prototypes: Vec<u32> = (0..p.labels * PROTOTYPE)
+    let mut prototypes: Vec<u32> = (0..p.labels * PROTOTYPE)
         .map(|_| rng.random_range(0..p.features as u32))
         .collect();
     // Zipf-like label popularity over a random ranking of the labels (see the module docs).
     let ranking = shuffled(&mut rng, p.labels);
     let cumulative = zipf_cumulative(p.labels, ZIPF_OFFSET);
+    // Topics come from a stream of their own, so that data without them stay as they were.
+    let topics = (p.topics > 0).then(|| Topics::new(p, seed, &ranking, &mut prototypes));
     // With `zipf_noise`, fill features by popularity over a random ranking of the features
     // (drawn after the labels' so that the default data stay as they were).
     let noise = p.zipf_noise.then(|| {
@@ -189,7 +215,12 @@ pub fn generate(p: Preset, seed: u64, dir: &Path) -> Result<Preset> {
             let wanted = (1 + poisson(&mut rng, p.mean_labels - 1.0)).min(p.labels);
             labels.clear();
             while labels.len() < wanted {
-                let label = ranking[draw_rank(&mut rng, &cumulative)];
+                let label = match (&topics, labels.first()) {
+                    (Some(topics), Some(&first)) if rng.random::<f32>() < TOPIC_COOCCURRENCE => {
+                        topics.draw_beside(&mut rng, first)
+                    }
+                    _ => ranking[draw_rank(&mut rng, &cumulative)],
+                };
                 if !labels.contains(&label) {
                     labels.push(label);
                 }
@@ -225,6 +256,55 @@ pub fn generate(p: Preset, seed: u64, dir: &Path) -> Result<Preset> {
         out.flush().map_err(write_err)?;
     }
     Ok(p)
+}
+
+/// Labels grouped into topics (see the module docs).
+struct Topics {
+    /// Topic of every label.
+    of: Vec<u32>,
+    /// Every topic's labels, by popularity.
+    members: Vec<Vec<u32>>,
+    /// Cumulative popularity weights of `members`, topic by topic.
+    cumulative: Vec<Vec<f64>>,
+}
+
+impl Topics {
+    /// Assigns the labels to `p.topics` topics at random and draws the topic part of every
+    /// label's prototype from its topic's vocabulary.
+    fn new(p: Preset, seed: u64, ranking: &[u32], prototypes: &mut [u32]) -> Topics {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x746f_7069_6373);
+        let of: Vec<u32> = (0..p.labels)
+            .map(|_| rng.random_range(0..p.topics as u32))
+            .collect();
+        let vocabulary: Vec<u32> = (0..p.topics * TOPIC_VOCABULARY)
+            .map(|_| rng.random_range(0..p.features as u32))
+            .collect();
+        for (label, &topic) in of.iter().enumerate() {
+            let words = &vocabulary[topic as usize * TOPIC_VOCABULARY..][..TOPIC_VOCABULARY];
+            for f in &mut prototypes[label * PROTOTYPE..][..TOPIC_SHARED] {
+                *f = words[rng.random_range(0..TOPIC_VOCABULARY)];
+            }
+        }
+        let mut members = vec![Vec::new(); p.topics];
+        let mut cumulative = vec![Vec::new(); p.topics];
+        for (rank, &label) in ranking.iter().enumerate() {
+            let topic = of[label as usize] as usize;
+            let total = cumulative[topic].last().copied().unwrap_or(0.0);
+            members[topic].push(label);
+            cumulative[topic].push(total + 1.0 / (rank as f64 + ZIPF_OFFSET));
+        }
+        Topics {
+            of,
+            members,
+            cumulative,
+        }
+    }
+
+    /// A label of `label`'s topic, drawn by popularity (possibly `label` itself).
+    fn draw_beside(&self, rng: &mut Xoshiro256PlusPlus, label: u32) -> u32 {
+        let topic = self.of[label as usize] as usize;
+        self.members[topic][draw_rank(rng, &self.cumulative[topic])]
+    }
 }
 
 #[cfg(test)]
@@ -281,5 +361,60 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    /// Labels of a topic share its vocabulary and are drawn beside each other by
+    /// popularity. 6,701 labels in 67 topics: the labels of a topic take their first 12
+    /// prototype features from the topic's 30 words, and a draw beside a label stays in its topic and follows the
+    /// labels' ranking (weights 1/(rank + 100)). More topics than labels are refused.
+    #[test]
+    fn topics_share_words_and_co_occur() {
+        let p = Preset {
+            topics: 67,
+            ..scaled(preset("amazon670k").unwrap(), 0.01).unwrap()
+        };
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let mut prototypes: Vec<u32> = (0..p.labels * PROTOTYPE)
+            .map(|_| rng.random_range(0..p.features as u32))
+            .collect();
+        let ranking = shuffled(&mut rng, p.labels);
+        let topics = Topics::new(p, 3, &ranking, &mut prototypes);
+        // A topic's 100 labels draw their 12 shared features from 30 words: at most 30
+        // distinct ones (12 independent draws each would give about 1,000).
+        let mut words = vec![std::collections::BTreeSet::new(); p.topics];
+        for label in 0..p.labels {
+            let shared = &prototypes[label * PROTOTYPE..][..TOPIC_SHARED];
+            words[topics.of[label] as usize].extend(shared.iter().copied());
+        }
+        assert!(words.iter().all(|w| w.len() <= TOPIC_VOCABULARY));
+        assert!(words.iter().any(|w| w.len() > TOPIC_VOCABULARY / 2));
+        let first = ranking[0];
+        let topic = topics.of[first as usize] as usize;
+        let (most, least) = (
+            topics.members[topic][0],
+            *topics.members[topic].last().unwrap(),
+        );
+        assert_eq!(most, first);
+        let mut counts = std::collections::HashMap::new();
+        for _ in 0..20_000 {
+            let drawn = topics.draw_beside(&mut rng, least);
+            assert_eq!(topics.of[drawn as usize] as usize, topic);
+            *counts.entry(drawn).or_insert(0usize) += 1;
+        }
+        // The most popular label's weight is 1/100 and its topic's about 0.01 + ln(68) / 67
+        // = 0.073 (100 labels of ranks spread over all 6,701), a share of about 14%; the
+        // least popular's about (1/6,800) / 0.073 = 0.2%.
+        let share = |l: u32| counts.get(&l).copied().unwrap_or(0) as f64 / 20_000.0;
+        assert!(share(most) > 0.1, "{}", share(most));
+        assert!(share(least) < 0.02, "{}", share(least));
+        let too_many = Preset {
+            topics: p.labels + 1,
+            ..p
+        };
+        let err = generate(too_many, 1, Path::new("/nonexistent/never-created")).unwrap_err();
+        assert!(
+            err.to_string().contains("--topics must be at most"),
+            "{err}"
+        );
     }
 }

@@ -152,6 +152,10 @@ enum Command {
         /// words in text) instead of uniformly random ones.
         #[arg(long)]
         zipf_noise: bool,
+        /// Group the labels into N topics (0: none): labels of a topic share features and
+        /// co-occur, so every label has confusable neighbours.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        topics: usize,
     },
 }
 
@@ -219,6 +223,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             labels,
             keep,
             zipf_noise,
+            topics,
         }) => {
             let mut shape = generate::preset(&preset)
                 .and_then(|p| generate::scaled(p, scale))
@@ -233,6 +238,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             shape.test = test.unwrap_or(shape.test);
             shape.keep = keep.unwrap_or(shape.keep);
             shape.zipf_noise = zipf_noise;
+            shape.topics = topics;
             let started = std::time::Instant::now();
             generate::generate(shape, seed, &out).map_err(Input)?;
             println!(

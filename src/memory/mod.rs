@@ -23,10 +23,12 @@ mod centroids;
 mod compressed;
 mod search;
 mod tables;
+mod tune;
 
 pub use arrays::{MemoryArrays, MemoryArraysOwned, MemoryArraysRef};
 pub use search::{MemoryScratch, Search};
 pub use tables::MemoryLsh;
+pub use tune::{TUNED_POWERS, TUNED_VOTE_WEIGHTS, Tried};
 
 use tables::UnitTables;
 
@@ -72,6 +74,11 @@ pub struct MemoryConfig {
     /// the most votes (0: every voted label). A query's 50 neighbours vote for 130-250
     /// labels, and each scored centroid is a row read from main memory at random.
     pub centroid_labels: usize,
+    /// Training samples to hold out for choosing [`power`](Self::power) and
+    /// [`vote_weight`](Self::vote_weight) ([`Memory::tune`], which `slide-train` calls
+    /// after building when this is above 0; at most a fifth of the set is held out): the
+    /// pair chosen replaces the two set here.
+    pub tune: usize,
     /// Hash tables over the units ([`MemoryLsh`]), for [`Search::Tables`]; `None` (the
     /// default): exact search only.
     pub lsh: Option<MemoryLsh>,
@@ -90,6 +97,7 @@ impl Default for MemoryConfig {
             vote_weight: 0.5,
             centroid_features: 128,
             centroid_labels: 0,
+            tune: 0,
             lsh: None,
         }
     }

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, anyhow, bail};
 use safetensors::tensor::Dtype;
 use slide::memory::MemoryArrays;
-use slide::memory::Search;
+use slide::memory::{Search, Tried};
 use slide::{EvalStats, Memory, MemoryConfig};
 
 use crate::config::Config;
@@ -51,7 +51,10 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
     let started = Instant::now();
     let loaded = load_data(config, &|line| println!("{line}"))?;
     let train = loaded.train.examples();
-    let built = Memory::build(train, loaded.features, loaded.labels, memory)
+    let mut built = Memory::build(train, loaded.features, loaded.labels, memory)
+        .map_err(|e| Failure::Input(e.into()))?;
+    let tried = built
+        .tune(train, memory.tune)
         .map_err(|e| Failure::Input(e.into()))?;
     // Reading the files counts, as it does for Omikuji's `train_on_data`: there is no
     // other training.
@@ -62,6 +65,9 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
             built.len(),
             built.bytes() as f64 / 1e6
         );
+        if let Some(chosen) = tuned_line(&tried, built.config(), memory.tune.min(built.len() / 5)) {
+            println!("{chosen}");
+        }
         if let Some(p) = built.tables_params() {
             println!(
                 "tables: {} of 2^{} buckets, {} sub-hash{} per code",
@@ -98,6 +104,7 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
         "active_outputs": stats.active_outputs, "top1_share": stats.top1_share,
         "top1_output": stats.top1_output, "label_share": stats.label_share,
         "rss_mib": peak_resident_mib(), "tables": through_tables,
+        "tuned": tuned_record(&tried, built.config()),
     });
     std::fs::write(&metrics, format!("{record}\n"))
         .with_context(|| format!("{}: cannot write the metrics", metrics.display()))
@@ -118,6 +125,41 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
         metrics.display()
     );
     Ok(())
+}
+
+/// What tuning chose, in one line (`None` when nothing was tried): the pair, its P@1 on the
+/// held-out samples, and the first pair's for comparison.
+fn tuned_line(tried: &[Tried], chosen: &MemoryConfig, held_out: usize) -> Option<String> {
+    let first = tried.first()?;
+    let best = tried
+        .iter()
+        .find(|t| t.power == chosen.power && t.vote_weight == chosen.vote_weight)
+        .unwrap_or(first);
+    Some(format!(
+        "tuned on {held_out} held-out training samples: power {}, vote_weight {} (P@1 {:.4} there; power {}, vote_weight {}: {:.4})",
+        best.power,
+        best.vote_weight,
+        best.stats.precision_at_1,
+        first.power,
+        first.vote_weight,
+        first.stats.precision_at_1
+    ))
+}
+
+/// The metrics record's account of tuning: the pair chosen and every pair tried.
+fn tuned_record(tried: &[Tried], chosen: &MemoryConfig) -> serde_json::Value {
+    if tried.is_empty() {
+        return serde_json::Value::Null;
+    }
+    let rows: Vec<serde_json::Value> = tried
+        .iter()
+        .map(|t| {
+            serde_json::json!({"power": t.power, "vote_weight": t.vote_weight,
+                "p_at_1": t.stats.precision_at_1, "p_at_3": t.stats.precision_at_3,
+                "p_at_5": t.stats.precision_at_5, "samples": t.stats.samples})
+        })
+        .collect();
+    serde_json::json!({"power": chosen.power, "vote_weight": chosen.vote_weight, "tried": rows})
 }
 
 /// The config's data, with the label count checked; `say` gets the announcement.
@@ -199,6 +241,7 @@ pub fn save(memory: &Memory, path: &Path) -> Result<()> {
         serde_json::json!({
             "format": FORMAT, "version": VERSION, "neighbours": c.neighbours.to_string(),
             "power": c.power.to_string(), "idf": c.idf.to_string(),
+            "vote_weight": c.vote_weight.to_string(), "tuned": (c.tune > 0).to_string(),
             "input_dim": memory.input_dim().to_string(),
             "num_labels": memory.num_labels().to_string(),
         }),
@@ -251,8 +294,10 @@ fn temporary_name(path: &Path) -> PathBuf {
 }
 
 /// Reads a memory saved by [`save`]. The settings are the file's (a memory's answers
-/// depend on them); `neighbours` and `power` from `config` override the file's, since they
-/// only change how it is queried. The shape must match the data's.
+/// depend on them); `neighbours`, `power` and `vote_weight` from `config` override the
+/// file's, since they only change how it is queried, except that a memory tuned when it
+/// was built keeps its tuned `power` and `vote_weight` while `config` tunes too. The shape
+/// must match the data's.
 pub fn load(path: &Path, config: MemoryConfig, features: usize, labels: usize) -> Result<Memory> {
     let context = || format!("{}", path.display());
     let raw = std::fs::read(path).with_context(context)?;
@@ -327,7 +372,18 @@ pub fn load(path: &Path, config: MemoryConfig, features: usize, labels: usize) -
         label_offsets: u64s(array("label_offsets", Dtype::U64)?),
         labels: u32s(array("labels", Dtype::U32)?),
     };
-    let settings = MemoryConfig { idf, ..config };
+    // A memory tuned when built answers with the pair tuning chose, unless the config
+    // turns tuning off (then its own pair, as for an untuned memory).
+    let mut settings = MemoryConfig { idf, ..config };
+    if config.tune > 0 && meta.get("tuned").is_some_and(|t| t == "true") {
+        let real = |key: &str| -> Result<f32> {
+            get(key)?
+                .parse()
+                .map_err(|_| anyhow!("{}: `{key}` is not a number", path.display()))
+        };
+        settings.power = real("power")?;
+        settings.vote_weight = real("vote_weight")?;
+    }
     Memory::from_arrays(settings, input_dim, num_labels, arrays).with_context(context)
 }
 

@@ -1,0 +1,125 @@
+//! Choosing a memory's query settings on held-out training samples ([`Memory::tune`]).
+
+use slide_lsh::Vector;
+
+use super::{Memory, MemoryConfig, Search};
+use crate::data::Examples;
+use crate::error::Result;
+use crate::stats::EvalStats;
+
+/// The powers [`Memory::tune`] tries.
+pub const TUNED_POWERS: [f32; 3] = [1.0, 2.0, 3.0];
+/// The vote weights [`Memory::tune`] tries (with centroids; without them the weight is
+/// unused).
+pub const TUNED_VOTE_WEIGHTS: [f32; 5] = [0.5, 0.125, 0.25, 1.0, 2.0];
+
+/// A setting [`Memory::tune`] tried, and how it answered the held-out samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tried {
+    /// [`MemoryConfig::power`].
+    pub power: f32,
+    /// [`MemoryConfig::vote_weight`].
+    pub vote_weight: f32,
+    /// P@1, P@3 and P@5 on the held-out samples.
+    pub stats: EvalStats,
+}
+
+/// Some samples of a set, by index.
+struct Subset<'a> {
+    data: &'a dyn Examples,
+    ids: Vec<usize>,
+}
+
+impl Examples for Subset<'_> {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn input(&self, i: usize) -> Vector<'_> {
+        self.data.input(self.ids[i])
+    }
+
+    fn labels(&self, i: usize) -> &[u32] {
+        self.data.labels(self.ids[i])
+    }
+}
+
+impl Memory {
+    /// Chooses [`power`](MemoryConfig::power) and [`vote_weight`](MemoryConfig::vote_weight)
+    /// for this memory, built from `train`, on held-out training samples: a memory of the
+    /// other samples answers `held_out` of them (spread evenly over the set, at most a fifth
+    /// of it) with every pair of [`TUNED_POWERS`] and [`TUNED_VOTE_WEIGHTS`], and the pair
+    /// with the best P@1 (ties: P@3, then P@5, then the earlier pair; the first is the
+    /// default) becomes this memory's. Both settings only change how a query's neighbours
+    /// vote, and their best values move with the size of the training set (the neighbours'
+    /// cosines grow with it), which is why they are chosen per memory. Returns every pair
+    /// tried, in order; nothing (and no change) when fewer than 5 samples or `held_out = 0`
+    /// leave none to hold out.
+    ///
+    /// Errors: `train` is not the set the memory was built from (another size).
+    pub fn tune(&mut self, train: &dyn Examples, held_out: usize) -> Result<Vec<Tried>> {
+        let n = train.len();
+        if n != self.len() {
+            return Err(crate::error::config_error(
+                "memory",
+                format!(
+                    "tuning needs the {} training samples the memory was built from, not {n}",
+                    self.len()
+                ),
+            ));
+        }
+        let held_out = held_out.min(n / 5);
+        if held_out == 0 {
+            return Ok(Vec::new());
+        }
+        let asked: Vec<usize> = (0..held_out).map(|i| i * n / held_out).collect();
+        let mut kept = Vec::with_capacity(n - held_out);
+        let mut next = asked.iter().peekable();
+        for s in 0..n {
+            if next.peek() == Some(&&s) {
+                next.next();
+            } else {
+                kept.push(s);
+            }
+        }
+        let rest = Subset { data: train, ids: kept };
+        let config = MemoryConfig {
+            lsh: None,
+            ..self.config
+        };
+        let mut probe = Memory::build(&rest, self.input_dim, self.num_labels, config)?;
+        let weights: &[f32] = if config.centroids {
+            &TUNED_VOTE_WEIGHTS
+        } else {
+            &TUNED_VOTE_WEIGHTS[..1]
+        };
+        let mut tried = Vec::with_capacity(TUNED_POWERS.len() * weights.len());
+        for &power in &TUNED_POWERS {
+            for &vote_weight in weights {
+                probe.config.power = power;
+                probe.config.vote_weight = vote_weight;
+                let stats = probe.evaluate(train, &asked, Search::Exact)?;
+                tried.push(Tried {
+                    power,
+                    vote_weight,
+                    stats,
+                });
+            }
+        }
+        let key = |t: &Tried| {
+            let s = &t.stats;
+            (s.precision_at_1, s.precision_at_3, s.precision_at_5)
+        };
+        let mut best = tried[0];
+        for t in &tried[1..] {
+            if key(t) > key(&best) {
+                best = *t;
+            }
+        }
+        self.config.power = best.power;
+        if config.centroids {
+            self.config.vote_weight = best.vote_weight;
+        }
+        Ok(tried)
+    }
+}

@@ -13,6 +13,9 @@ pub const TUNED_POWERS: [f32; 3] = [1.0, 2.0, 3.0];
 /// unused).
 pub const TUNED_VOTE_WEIGHTS: [f32; 5] = [0.5, 0.125, 0.25, 1.0, 2.0];
 
+/// Mixed into the sample ids that choose the held-out samples.
+const HELD_OUT_SEED: u64 = 0x7475_6e65;
+
 /// A setting [`Memory::tune`] tried, and how it answered the held-out samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tried {
@@ -47,8 +50,8 @@ impl Examples for Subset<'_> {
 impl Memory {
     /// Chooses [`power`](MemoryConfig::power) and [`vote_weight`](MemoryConfig::vote_weight)
     /// for this memory, built from `train`, on held-out training samples: a memory of the
-    /// other samples answers `held_out` of them (spread evenly over the set, at most a fifth
-    /// of it) with every pair of [`TUNED_POWERS`] and [`TUNED_VOTE_WEIGHTS`], and the pair
+    /// other samples answers `held_out` of them (a fixed pseudo-random choice, at most a
+    /// fifth of the set) with every pair of [`TUNED_POWERS`] and [`TUNED_VOTE_WEIGHTS`], and the pair
     /// with the best P@1 (ties: P@3, then P@5, then the earlier pair; the first is the
     /// default) becomes this memory's. Both settings only change how a query's neighbours
     /// vote, and their best values move with the size of the training set (the neighbours'
@@ -72,17 +75,17 @@ impl Memory {
         if held_out == 0 {
             return Ok(Vec::new());
         }
-        let asked: Vec<usize> = (0..held_out).map(|i| i * n / held_out).collect();
-        let mut kept = Vec::with_capacity(n - held_out);
-        let mut next = asked.iter().peekable();
-        for s in 0..n {
-            if next.peek() == Some(&&s) {
-                next.next();
-            } else {
-                kept.push(s);
-            }
-        }
-        let rest = Subset { data: train, ids: kept };
+        // A fixed pseudo-random choice (a file's order, by label or by date, says nothing).
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_unstable_by_key(|&s| slide_lsh::mix64(s as u64 ^ HELD_OUT_SEED));
+        let mut asked = order[..held_out].to_vec();
+        let mut kept = order[held_out..].to_vec();
+        asked.sort_unstable();
+        kept.sort_unstable();
+        let rest = Subset {
+            data: train,
+            ids: kept,
+        };
         let config = MemoryConfig {
             lsh: None,
             ..self.config

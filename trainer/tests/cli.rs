@@ -1013,7 +1013,11 @@ fn a_memory_is_built_saved_and_predicts_like_the_run() {
     let text_of = std::fs::read_to_string(&network).unwrap();
     let data = &text_of[..text_of.find("[[network.layers]]").unwrap()];
     let config = dir.join("memory.toml");
-    std::fs::write(&config, format!("{data}\n[memory]\nneighbours = 5\n")).unwrap();
+    std::fs::write(
+        &config,
+        format!("{data}\n[memory]\nneighbours = 5\ntune = 100\n"),
+    )
+    .unwrap();
     let run_dir = dir.join("run");
     let run = slide_train(&[
         "--config",
@@ -1027,6 +1031,25 @@ fn a_memory_is_built_saved_and_predicts_like_the_run() {
     assert!(p1 > 0.95, "{stdout}");
     let saved = run_dir.join("checkpoints/memory.safetensors");
     assert!(saved.exists(), "{stdout}");
+    // Tuned on 100 held-out samples: the record lists the 15 pairs tried and the one
+    // chosen, which the saved file carries for `eval` and `predict`.
+    assert!(
+        stdout.contains("tuned on 100 held-out training samples"),
+        "{stdout}"
+    );
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap())
+            .unwrap();
+    let tuned = &record["tuned"];
+    assert_eq!(tuned["tried"].as_array().unwrap().len(), 15, "{record}");
+    let bytes = std::fs::read(&saved).unwrap();
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let meta = header.metadata().clone().unwrap();
+    assert_eq!(meta["tuned"], "true");
+    for key in ["power", "vote_weight"] {
+        let saved_value: f64 = meta[key].parse().unwrap();
+        assert_eq!(saved_value, tuned[key].as_f64().unwrap(), "{key}");
+    }
     let predictions = dir.join("predictions.txt");
     let predict = slide_train(&[
         "predict",

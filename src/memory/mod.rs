@@ -76,7 +76,7 @@ pub struct MemoryConfig {
     pub centroid_labels: usize,
     /// Training samples to hold out for choosing [`power`](Self::power) and
     /// [`vote_weight`](Self::vote_weight) ([`Memory::tune`], which `slide-train` calls
-    /// after building when this is above 0; at most a fifth of the set is held out): the
+    /// before building when this is above 0; at most a fifth of the set is held out): the
     /// pair chosen replaces the two set here.
     pub tune: usize,
     /// Hash tables over the units ([`MemoryLsh`]), for [`Search::Tables`]; `None` (the

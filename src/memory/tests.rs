@@ -457,23 +457,23 @@ fn prototypes(unique: bool) -> SparseExamples {
 }
 
 /// Tuning answers held-out samples with a memory of the others, tries every pair of the
-/// grid in order (the first is the default pair), and keeps the pair with the best P@1
-/// (ties: P@3, P@5, the earlier pair) as the memory's; a sample is never its own
-/// neighbour there. On the prototype data the held-out P@1 is high (above 0.8); with a
-/// label of its own per sample no held-out sample can be answered, so P@1 is 0 for every
-/// pair and the first pair stays (a memory that kept the held-out samples' units would
-/// answer every one of them). Too few samples or a zero count tune nothing; a set of
-/// another size is refused.
+/// grid in order (the first is the default pair), and returns the config with the pair of
+/// the best P@1 (ties: P@3, P@5, the earlier pair); a sample is never its own neighbour
+/// there. On the prototype data the held-out P@1 is high (above 0.8); with a label of its
+/// own per sample no held-out sample can be answered, so P@1 is 0 for every pair and the
+/// first pair stays (a memory that kept the held-out samples' units would answer every one
+/// of them). Too few samples or `tune = 0` tune nothing; a fault in the data is named by
+/// its place in the whole set.
 #[test]
 fn tuning_chooses_the_best_pair_on_held_out_samples() {
     let train = prototypes(false);
     let config = MemoryConfig {
         neighbours: 10,
         centroid_features: 0,
+        tune: 50,
         ..MemoryConfig::default()
     };
-    let mut memory = Memory::build(&train, 440, 40, config).unwrap();
-    let tried = memory.tune(&train, 50).unwrap();
+    let (chosen, tried) = Memory::tune(&train, 440, 40, config).unwrap();
     assert_eq!(tried.len(), TUNED_POWERS.len() * TUNED_VOTE_WEIGHTS.len());
     assert_eq!((tried[0].power, tried[0].vote_weight), (1.0, 0.5));
     assert!(tried.iter().all(|t| t.stats.samples == 50));
@@ -486,31 +486,43 @@ fn tuning_chooses_the_best_pair_on_held_out_samples() {
         .fold(tried[0], |b, t| if key(t) > key(&b) { *t } else { b });
     assert!(best.stats.precision_at_1 > 0.8, "{best:?}");
     assert_eq!(
-        (memory.config().power, memory.config().vote_weight),
+        (chosen.power, chosen.vote_weight),
         (best.power, best.vote_weight)
+    );
+    assert_eq!(
+        MemoryConfig {
+            power: 1.0,
+            vote_weight: 0.5,
+            ..chosen
+        },
+        config
     );
     assert!(tried.iter().all(|t| key(t) <= key(&best)));
 
     let alone = prototypes(true);
-    let mut memory = Memory::build(&alone, 440, 400, config).unwrap();
-    let tried = memory.tune(&alone, 50).unwrap();
+    let (chosen, tried) = Memory::tune(&alone, 440, 400, config).unwrap();
     assert!(
         tried.iter().all(|t| t.stats.precision_at_1 == 0.0),
         "{tried:?}"
     );
-    assert_eq!(
-        (memory.config().power, memory.config().vote_weight),
-        (1.0, 0.5)
-    );
+    assert_eq!(chosen, config);
 
-    assert!(memory.tune(&alone, 0).unwrap().is_empty());
-    let mut small = Memory::build(&three_samples(), 6, 4, plain(1)).unwrap();
-    assert!(small.tune(&three_samples(), 10).unwrap().is_empty());
-    let mut short = SparseExamples::new();
-    short.push(&[0], &[1.0], &[0]);
-    let err = memory.tune(&short, 1).unwrap_err().to_string();
+    let off = MemoryConfig { tune: 0, ..config };
+    assert!(Memory::tune(&alone, 440, 400, off).unwrap().1.is_empty());
+    let small = MemoryConfig {
+        tune: 10,
+        ..plain(1)
+    };
     assert!(
-        err.contains("tuning needs the 400 training samples"),
-        "{err}"
+        Memory::tune(&three_samples(), 6, 4, small)
+            .unwrap()
+            .1
+            .is_empty()
     );
+    // Samples 390-399 carry labels out of range for 390 labels: the first is named by its
+    // place in the whole set, not in the held-out split's other part.
+    let err = Memory::tune(&alone, 440, 390, config)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("sample 390:"), "{err}");
 }

@@ -49,31 +49,31 @@ impl Examples for Subset<'_> {
 
 impl Memory {
     /// Chooses [`power`](MemoryConfig::power) and [`vote_weight`](MemoryConfig::vote_weight)
-    /// for this memory, built from `train`, on held-out training samples: a memory of the
-    /// other samples answers `held_out` of them (a fixed pseudo-random choice, at most a
-    /// fifth of the set) with every pair of [`TUNED_POWERS`] and [`TUNED_VOTE_WEIGHTS`], and the pair
-    /// with the best P@1 (ties: P@3, then P@5, then the earlier pair; the first is the
-    /// default) becomes this memory's. Both settings only change how a query's neighbours
-    /// vote, and their best values move with the size of the training set (the neighbours'
-    /// cosines grow with it), which is why they are chosen per memory. Returns every pair
-    /// tried, in order; nothing (and no change) when fewer than 5 samples or `held_out = 0`
-    /// leave none to hold out.
+    /// for a memory of `train` on held-out training samples, before it is built: a memory
+    /// of the other samples answers [`config.tune`](MemoryConfig::tune) of them (a fixed
+    /// pseudo-random choice, at most a fifth of the set) with every pair of
+    /// [`TUNED_POWERS`] and [`TUNED_VOTE_WEIGHTS`], and the pair with the best P@1 (ties:
+    /// P@3, then P@5, then the earlier pair; the first is the default) replaces `config`'s.
+    /// Both settings only change how a query's neighbours vote, and their best values move
+    /// with the size of the training set (the neighbours' cosines grow with it), which is
+    /// why they are chosen per training set. Returns the config to build with and every
+    /// pair tried, in order; `config` unchanged and nothing tried when `tune = 0` or fewer
+    /// than 5 samples leave none to hold out. The memory of the held-out split is dropped
+    /// before this returns, so building the chosen one afterwards needs no more memory
+    /// than building it alone.
     ///
-    /// Errors: `train` is not the set the memory was built from (another size).
-    pub fn tune(&mut self, train: &dyn Examples, held_out: usize) -> Result<Vec<Tried>> {
+    /// Errors: those of [`Memory::build`] on `train`.
+    pub fn tune(
+        train: &dyn Examples,
+        input_dim: usize,
+        num_labels: usize,
+        config: MemoryConfig,
+    ) -> Result<(MemoryConfig, Vec<Tried>)> {
+        config.validate()?;
         let n = train.len();
-        if n != self.len() {
-            return Err(crate::error::config_error(
-                "memory",
-                format!(
-                    "tuning needs the {} training samples the memory was built from, not {n}",
-                    self.len()
-                ),
-            ));
-        }
-        let held_out = held_out.min(n / 5);
+        let held_out = config.tune.min(n / 5);
         if held_out == 0 {
-            return Ok(Vec::new());
+            return Ok((config, Vec::new()));
         }
         // A fixed pseudo-random choice (a file's order, by label or by date, says nothing).
         let mut order: Vec<usize> = (0..n).collect();
@@ -86,11 +86,20 @@ impl Memory {
             data: train,
             ids: kept,
         };
-        let config = MemoryConfig {
+        let probing = MemoryConfig {
             lsh: None,
-            ..self.config
+            ..config
         };
-        let mut probe = Memory::build(&rest, self.input_dim, self.num_labels, config)?;
+        let mut probe = match Memory::build(&rest, input_dim, num_labels, probing) {
+            Ok(probe) => probe,
+            // The error names a sample by its place in `rest`: the whole set's build finds
+            // the same fault and names it by its place in `train`.
+            Err(e) => {
+                return Err(Memory::build(train, input_dim, num_labels, probing)
+                    .err()
+                    .unwrap_or(e));
+            }
+        };
         let weights: &[f32] = if config.centroids {
             &TUNED_VOTE_WEIGHTS
         } else {
@@ -119,10 +128,13 @@ impl Memory {
                 best = *t;
             }
         }
-        self.config.power = best.power;
+        let mut chosen = MemoryConfig {
+            power: best.power,
+            ..config
+        };
         if config.centroids {
-            self.config.vote_weight = best.vote_weight;
+            chosen.vote_weight = best.vote_weight;
         }
-        Ok(tried)
+        Ok((chosen, tried))
     }
 }

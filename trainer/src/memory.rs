@@ -51,10 +51,9 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
     let started = Instant::now();
     let loaded = load_data(config, &|line| println!("{line}"))?;
     let train = loaded.train.examples();
-    let mut built = Memory::build(train, loaded.features, loaded.labels, memory)
+    let (chosen, tried) = Memory::tune(train, loaded.features, loaded.labels, memory)
         .map_err(|e| Failure::Input(e.into()))?;
-    let tried = built
-        .tune(train, memory.tune)
+    let built = Memory::build(train, loaded.features, loaded.labels, chosen)
         .map_err(|e| Failure::Input(e.into()))?;
     // Reading the files counts, as it does for Omikuji's `train_on_data`: there is no
     // other training.

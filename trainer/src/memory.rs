@@ -64,7 +64,7 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
             built.len(),
             built.bytes() as f64 / 1e6
         );
-        if let Some(chosen) = tuned_line(&tried, built.config(), memory.tune.min(built.len() / 5)) {
+        if let Some(chosen) = tuned_line(&tried, built.config()) {
             println!("{chosen}");
         }
         if let Some(p) = built.tables_params() {
@@ -127,15 +127,16 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
 }
 
 /// What tuning chose, in one line (`None` when nothing was tried): the pair, its P@1 on the
-/// held-out samples, and the first pair's for comparison.
-fn tuned_line(tried: &[Tried], chosen: &MemoryConfig, held_out: usize) -> Option<String> {
+/// held-out samples (as many as each pair answered), and the first pair's for comparison.
+fn tuned_line(tried: &[Tried], chosen: &MemoryConfig) -> Option<String> {
     let first = tried.first()?;
     let best = tried
         .iter()
         .find(|t| t.power == chosen.power && t.vote_weight == chosen.vote_weight)
         .unwrap_or(first);
     Some(format!(
-        "tuned on {held_out} held-out training samples: power {}, vote_weight {} (P@1 {:.4} there; power {}, vote_weight {}: {:.4})",
+        "tuned on {} held-out training samples: power {}, vote_weight {} (P@1 {:.4} there; power {}, vote_weight {}: {:.4})",
+        first.stats.samples,
         best.power,
         best.vote_weight,
         best.stats.precision_at_1,

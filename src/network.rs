@@ -107,6 +107,10 @@ pub struct Network {
     /// Outputs of the batch pool LSH-mode evaluation scores beside the tables' picks (0:
     /// none; see [`set_eval_pool`](Self::set_eval_pool)).
     pub(crate) eval_pool: usize,
+    /// With a batch pool, the table picks LSH-mode evaluation scores per sample: the
+    /// outputs found in the most tables (`None`: the layer's own sampling; see
+    /// [`set_eval_picks`](Self::set_eval_picks)).
+    pub(crate) eval_picks: Option<usize>,
     /// Tells workspaces which network they were sized for.
     id: u64,
     /// The ranks this network's output layer is split between ([`Local`]: one).
@@ -134,8 +138,11 @@ impl Network {
     /// ([`Mode::EvalLsh`](crate::Mode::EvalLsh)) score for each sample beside those its
     /// tables pick: the `pool` outputs that score highest for the mean input of each group
     /// of [`POOL_GROUP`](crate::eval::POOL_GROUP) samples, an evaluation block (one full
-    /// scoring of the output layer per group). 0 (the default): the tables' picks only. Applies to a sampled,
-    /// neuron-major output layer; a pool wider than the layer scores every output.
+    /// scoring of the output layer per group). The tables are then queried without the
+    /// shared negatives, and a pick in the pool is scored once ([`set_eval_picks`](Self::set_eval_picks)
+    /// says how many picks). 0 (the default): the tables' picks only, with the shared
+    /// negatives. Applies to a sampled, neuron-major output layer; a pool wider than the
+    /// layer scores every output.
     pub fn set_eval_pool(&mut self, pool: usize) {
         self.eval_pool = pool;
     }
@@ -143,6 +150,29 @@ impl Network {
     /// The LSH-mode pool (see [`set_eval_pool`](Self::set_eval_pool)).
     pub fn eval_pool(&self) -> usize {
         self.eval_pool
+    }
+
+    /// Sets how many of its tables' picks LSH-mode evaluation with a batch pool
+    /// ([`set_eval_pool`](Self::set_eval_pool)) scores for each sample: `Some(k)`, the `k`
+    /// outputs found in the most of the sample's buckets; `None` (the default), the output
+    /// layer's own sampling (its budget). Either way without the shared negatives, whose
+    /// kind the pool holds, and without scoring a pick the pool scored. Errors: `Some(0)`
+    /// (no picks: set the pool alone with a layer whose budget is 0 instead).
+    pub fn set_eval_picks(&mut self, picks: Option<usize>) -> Result<()> {
+        if picks == Some(0) {
+            return Err(crate::error::config_error(
+                "eval_picks",
+                "must be at least 1 (leave it unset for the output layer's own budget)",
+            ));
+        }
+        self.eval_picks = picks;
+        Ok(())
+    }
+
+    /// The table picks of LSH-mode evaluation with a batch pool (see
+    /// [`set_eval_picks`](Self::set_eval_picks)).
+    pub fn eval_picks(&self) -> Option<usize> {
+        self.eval_picks
     }
 
     /// Validates `config` and builds the network (weights initialised from the seed, LSH
@@ -220,6 +250,7 @@ impl Network {
             },
             eval_precision: EvalPrecision::F32,
             eval_pool: 0,
+            eval_picks: None,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             comm,
             output_range,

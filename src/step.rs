@@ -7,10 +7,11 @@ use std::ops::Range;
 use std::time::Instant;
 
 use rayon::prelude::*;
-use slide_lsh::{LshError, mix64};
+use slide_lsh::{LshError, Sampling, mix64};
 
 use crate::data::Examples;
 use crate::error::{Result, SlideError};
+use crate::kernels::kernels;
 use crate::layer::{Mode, SelectScratch, SparseLayer, sample_rng};
 use crate::loss::softmax_cross_entropy;
 use crate::network::Network;
@@ -179,15 +180,7 @@ impl Pass<'_> {
                     &mut scratch[l],
                     &mut here[0],
                 )
-                .map_err(|e| match e {
-                    SlideError::Lsh(LshError::NonFiniteValue { .. }) if l > 0 => {
-                        SlideError::Diverged {
-                            layer: l - 1,
-                            sample,
-                        }
-                    }
-                    other => other,
-                })?;
+                .map_err(|e| diverged(e, l, sample))?;
             let selected = Instant::now();
             *macs += layer.forward_active(x, &mut here[0]);
             times.hashing += selected - started;
@@ -197,7 +190,75 @@ impl Pass<'_> {
     }
 }
 
+/// A selection error of layer `l` for `sample`: a non-finite input of a layer above the
+/// first means that the network diverged.
+fn diverged(e: SlideError, l: usize, sample: usize) -> SlideError {
+    match e {
+        SlideError::Lsh(LshError::NonFiniteValue { .. }) if l > 0 => SlideError::Diverged {
+            layer: l - 1,
+            sample,
+        },
+        other => other,
+    }
+}
+
+/// Mixed into a sample's stream for the output layer's picks of a pooled evaluation.
+const POOL_PICKS_STREAM: u64 = 0x706f_6f6c;
+
 impl Network {
+    /// The seed of the current step's sample streams: the sample at position `p` of a
+    /// batch draws from `mix64(seed ^ p)`.
+    fn step_seed(&self) -> u64 {
+        mix64(self.config().seed ^ mix64(self.step() ^ 0x7374_6570))
+    }
+
+    /// LSH-mode evaluation with a batch pool (`pool`: the pool's output ids, sorted): the
+    /// output layer's table picks for each sample of `batch` (whose hidden layers
+    /// [`Self::run_batch`] has run into `ws`), without shared negatives and leaving out the
+    /// pool's outputs (scored already), offered to the sample's `best` by logit. Samples
+    /// draw from streams of their positions, `first_position` on.
+    pub(crate) fn offer_table_picks(
+        &self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+        first_position: usize,
+        pool: &[u32],
+        best: &mut [Top5],
+    ) -> Result<()> {
+        let last = self.layers().len() - 1;
+        let layer = &self.layers()[last];
+        let step_seed = self.step_seed();
+        let sampling = self.eval_picks.map(Sampling::top_k);
+        let Workspace {
+            states, threads, ..
+        } = ws;
+        states[..batch.len()]
+            .par_iter_mut()
+            .zip(batch)
+            .zip(best)
+            .enumerate()
+            .try_for_each(|(position, ((state, &sample), best))| {
+                let worker = rayon::current_thread_index().unwrap_or(0) % threads.len();
+                let mut scratch = threads[worker].lock().unwrap_or_else(|e| e.into_inner());
+                let position = (first_position + position) as u64;
+                let mut rng = sample_rng(mix64(step_seed ^ position) ^ POOL_PICKS_STREAM);
+                let (below, here) = state.traces.split_at_mut(last);
+                let trace = &mut here[0];
+                let x = layer_input(below, last, data, sample);
+                layer
+                    .table_picks(x, sampling.as_ref(), &mut rng, &mut scratch[last], trace)
+                    .map_err(|e| diverged(e, last, sample))?;
+                trace.active.retain(|id| pool.binary_search(id).is_err());
+                let out = &mut trace.out;
+                layer.each_logit(kernels(), &trace.active, x, |id, z| {
+                    out.push(z);
+                    best.offer(z, id);
+                });
+                Ok(())
+            })
+    }
+
     /// Runs `pass` on every sample of `batch`, in parallel, into `ws`. Sample `batch[p]`
     /// draws its random numbers from the stream of position `first_position + p`. A
     /// training pass of a sharded network runs in three phases, the ranks exchanging
@@ -234,7 +295,7 @@ impl Network {
             num_labels: self.config().layers[last].out_dim,
             sharded: self.comm.size() > 1,
         };
-        let step_seed = mix64(self.config().seed ^ mix64(self.step() ^ 0x7374_6570));
+        let step_seed = self.step_seed();
         let threads = &ws.threads;
         let training = mode == Mode::Train && !hidden_only;
         // With nothing to exchange, a sample's backward pass follows its forward pass on

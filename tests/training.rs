@@ -582,6 +582,51 @@ fn lsh_mode_with_a_batch_pool_scores_the_pool_beside_the_tables_picks() {
     assert!(stats.precision_at_1 >= 0.85, "{stats:?}");
 }
 
+/// The table picks of a pooled LSH-mode evaluation (`Network::set_eval_picks`): `Some(0)`
+/// is refused; the outputs scored per sample are the pool of 64 and at most `k` picks the
+/// pool lacks (at most the 4 tables' 4 x 8 bucket slots with `k` = 300); the single pick
+/// found in the most buckets is one of all the candidates, so each sample's best logit with
+/// every candidate is at least its best with one (an output's logit does not depend on the
+/// picks: the pool is the same), and above it for some sample.
+#[test]
+fn pooled_evaluation_scores_the_table_picks_the_pool_lacks() {
+    let (data, mut net) = trained_on_64_samples();
+    let all: Vec<usize> = (0..64).collect();
+    let mut ws = slide::Workspace::new();
+    assert!(net.set_eval_picks(Some(0)).is_err());
+    assert_eq!(net.eval_picks(), None);
+    net.set_eval_pool(64);
+    let mut run = |net: &Network| {
+        let best: Vec<f32> = net
+            .predict(&mut ws, &data, &all, Mode::EvalLsh)
+            .unwrap()
+            .iter()
+            .map(|p| p[0].1)
+            .collect();
+        let stats = net.evaluate(&mut ws, &data, &all, Mode::EvalLsh).unwrap();
+        (best, stats.active_outputs)
+    };
+    let (_, own) = run(&net);
+    assert!((64.0..=64.0 + 20.0).contains(&own), "{own}");
+    net.set_eval_picks(Some(1)).unwrap();
+    let (one, scored_one) = run(&net);
+    assert!((64.0..=65.0).contains(&scored_one), "{scored_one}");
+    net.set_eval_picks(Some(300)).unwrap();
+    let (every, scored_every) = run(&net);
+    assert!(
+        scored_every > 65.0 && scored_every <= 64.0 + 32.0,
+        "{scored_every}"
+    );
+    assert!(
+        every.iter().zip(&one).all(|(e, o)| e >= o),
+        "{every:?} vs {one:?}"
+    );
+    assert!(
+        every.iter().zip(&one).any(|(e, o)| e > o),
+        "{every:?} vs {one:?}"
+    );
+}
+
 /// A softmax output layer of `out_dim` that takes nothing from its tables (a budget of 0):
 /// its active set is the forced ids and random ones up to `min_active`.
 fn tableless_output(out_dim: usize, min_active: usize) -> slide::LayerConfig {

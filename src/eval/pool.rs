@@ -3,7 +3,10 @@
 //! beside the outputs its tables pick ([`Network::set_eval_pool`]).
 //!
 //! One full scoring of the output layer serves [`POOL_GROUP`] samples (an evaluation
-//! block); each sample then scores only the pool. The outputs that win for some sample are
+//! block); each sample then scores only the pool and those of its tables' picks that the
+//! pool lacks, found without the shared negatives (outputs of the kind the pool holds,
+//! which cost each sample a scoring of the training pool: 28% of the time at 100K
+//! outputs). The outputs that win for some sample are
 //! the ones whose rows and biases have been trained up: the part of a logit that is common
 //! to every input (the bias and the row against the mean input) decides most of the
 //! ranking, and the mean of a block's inputs ranks it (docs/label-trees.md, "Prediction
@@ -12,6 +15,7 @@
 use rayon::prelude::*;
 
 use crate::data::Examples;
+use crate::error::Result;
 use crate::kernels::kernels;
 use crate::layer::SparseLayer;
 use crate::network::Network;
@@ -23,30 +27,36 @@ use slide_lsh::Vector;
 /// ([`EVAL_BLOCK`](super::EVAL_BLOCK)). At 670K outputs and 490,449 training samples, groups
 /// of 1,024 lost nothing against groups of 512, 256 or 128 (P@1 0.8728, 0.8728, 0.8727,
 /// 0.8730 with a pool of 98,304) and ran 29% faster than groups of 128 (fewer full scorings,
-/// larger products); groups of 32 or 16 cost more than they gained.
+/// larger products); groups of 32 or 16 cost more than they gained. Groups of 2,048 lost
+/// nothing against 1,024 at 100K outputs (0.7914 against 0.7916, pool 8,192) and spend half
+/// as much on full scorings.
 pub const POOL_GROUP: usize = super::EVAL_BLOCK;
 
 /// Output rows scored at once (one matrix product each).
 const ROWS: usize = 256;
 
 impl Network {
-    /// The 5 best outputs of each sample of `block` (at most [`POOL_GROUP`]), whose
-    /// LSH-mode pass [`Self::run_batch`] has run into `ws`: the best of the block's pool of
-    /// `pool` outputs (see the module's doc) and of the outputs its tables picked, by logit.
+    /// The 5 best outputs of each sample of `block` (at most [`POOL_GROUP`]), whose hidden
+    /// layers [`Self::run_batch`] has run into `ws`: the best of the block's pool of `pool`
+    /// outputs (see the module's doc) and of the outputs its tables pick, by logit. The
+    /// samples' tables are queried without the shared negatives (the pool holds the
+    /// outputs that score high for every input), and their picks in the pool are not scored
+    /// twice. Samples draw their random numbers from the streams of their positions,
+    /// `first` on.
     pub(super) fn pooled_tops(
         &self,
-        ws: &Workspace,
+        ws: &mut Workspace,
         data: &dyn Examples,
         block: &[usize],
+        first: usize,
         pool: usize,
-    ) -> Vec<Top5> {
+    ) -> Result<Vec<Top5>> {
         debug_assert!(block.len() <= POOL_GROUP);
         let last = self.layers().len() - 1;
         let layer = &self.layers()[last];
         let dim = layer.in_dim();
-        let states = ws.batch();
         let mut x = vec![0.0f32; block.len() * dim];
-        for ((row, state), &sample) in x.chunks_exact_mut(dim).zip(states).zip(block) {
+        for ((row, state), &sample) in x.chunks_exact_mut(dim).zip(ws.batch()).zip(block) {
             layer_input(&state.traces, last, data, sample).for_each_nonzero(|i, v| row[i] = v);
         }
         let mut mean = vec![0.0f32; dim];
@@ -57,20 +67,8 @@ impl Network {
         mean.iter_mut().for_each(|m| *m *= scale);
         let ids = best_for_mean(layer, &mean, pool);
         let mut best = score_rows(layer, &x, block.len(), &ids);
-        // The tables' picks: their 5 best (by probability over the active set, which ranks
-        // as the logits do) join by logit unless the pool scored them already.
-        let k = kernels();
-        for ((best, state), sample_x) in best.iter_mut().zip(states).zip(x.chunks_exact(dim)) {
-            for (id, _) in state.top.ranked() {
-                if ids.binary_search(&id).is_err() {
-                    best.offer(
-                        layer.neuron_logit(k, id as usize, Vector::Dense(sample_x)),
-                        id,
-                    );
-                }
-            }
-        }
-        best
+        self.offer_table_picks(ws, data, block, first, &ids, &mut best)?;
+        Ok(best)
     }
 }
 

@@ -2,7 +2,7 @@
 //! neuron), forward and backward. The exact scoring of every neuron that evaluation and
 //! the shared negatives use is beside them, in `ranking.rs`.
 
-use slide_lsh::{HashFamily, SampleCounts, Vector};
+use slide_lsh::{CodeBuffer, HashFamily, SampleCounts, Sampling, Vector};
 
 use super::trace::SelectScratch;
 use super::{
@@ -69,17 +69,7 @@ impl SparseLayer {
         trace.shift_from = 0;
         let buffers = scratch.buffers.as_mut();
         if let (Some(lsh), Mode::Train | Mode::EvalLsh, Some(b)) = (&self.lsh, mode, buffers) {
-            // Uniform sampling (nothing taken from the tables) hashes nothing.
-            let codes: &[u32] = if !lsh.sampling.uses_tables() {
-                &[]
-            } else if lsh.center.is_empty() {
-                lsh.family.hash(input, &mut b.codes)?
-            } else {
-                b.centered.clear();
-                b.centered.extend(lsh.center.iter().map(|c| -c));
-                input.for_each_nonzero(|i, v| b.centered[i] += v);
-                lsh.family.hash(Vector::Dense(&b.centered), &mut b.codes)?
-            };
+            let codes = query_codes(lsh, &lsh.sampling, input, &mut b.codes, &mut b.centered)?;
             b.forced.clear();
             if mode == Mode::Train {
                 b.forced.extend_from_slice(forced);
@@ -118,6 +108,33 @@ impl SparseLayer {
         Ok(())
     }
 
+    /// The table picks of an LSH-mode evaluation whose shared negatives come from elsewhere
+    /// (a batch pool): the ids `sampling` takes from the tables for `input`, or the layer's
+    /// own sampling's (`None`), without labels or shared negatives, into `trace`'s active
+    /// set. A layer without tables picks nothing.
+    pub(crate) fn table_picks(
+        &self,
+        input: Vector<'_>,
+        sampling: Option<&Sampling>,
+        rng: &mut SampleRng,
+        scratch: &mut SelectScratch,
+        trace: &mut LayerTrace,
+    ) -> Result<()> {
+        trace.shape = (self.in_dim, self.out_dim);
+        trace.dense = false;
+        trace.active.clear();
+        trace.out.clear();
+        let (Some(lsh), Some(b)) = (&self.lsh, scratch.buffers.as_mut()) else {
+            return Ok(());
+        };
+        let sampling = sampling.unwrap_or(&lsh.sampling);
+        let codes = query_codes(lsh, sampling, input, &mut b.codes, &mut b.centered)?;
+        trace.sources =
+            lsh.tables
+                .sample(codes, sampling, &[], rng, &mut b.query, &mut trace.active)?;
+        Ok(())
+    }
+
     /// Forward pass of one sample over the active neurons
     /// [`select_active`](Self::select_active) chose: their activations into the trace's
     /// [`outputs`](LayerTrace::outputs). Returns the multiply-adds spent.
@@ -142,14 +159,8 @@ impl SparseLayer {
         trace.out.clear();
         match self.layout {
             WeightLayout::NeuronMajor if sampled => {
-                // The active rows are scattered over the matrix: ask for a row a few
-                // positions ahead while this one is scored.
-                for (position, &j) in trace.active.iter().enumerate() {
-                    if let Some(&ahead) = trace.active.get(position + PREFETCH_AHEAD) {
-                        prefetch_values(self.row(ahead as usize).first(self.in_dim));
-                    }
-                    trace.out.push(self.neuron_logit(k, j as usize, input));
-                }
+                let out = &mut trace.out;
+                self.each_logit(k, &trace.active, input, |_, z| out.push(z));
             }
             WeightLayout::NeuronMajor => {
                 for j in 0..active {
@@ -251,6 +262,25 @@ impl SparseLayer {
 
     fn misuse(&self, reason: &str) -> SlideError {
         crate::error::config_error(format!("layer {} -> {}", self.in_dim, self.out_dim), reason)
+    }
+
+    /// The pre-activations of the neurons `ids` (neuron-major layers) for `input`, handed to
+    /// `each` in order. The rows are scattered over the matrix: a row a few positions ahead
+    /// is asked for while this one is scored.
+    #[inline]
+    pub(crate) fn each_logit(
+        &self,
+        k: &Kernels,
+        ids: &[u32],
+        input: Vector<'_>,
+        mut each: impl FnMut(u32, f32),
+    ) {
+        for (position, &j) in ids.iter().enumerate() {
+            if let Some(&ahead) = ids.get(position + PREFETCH_AHEAD) {
+                prefetch_values(self.row(ahead as usize).first(self.in_dim));
+            }
+            each(j, self.neuron_logit(k, j as usize, input));
+        }
     }
 
     /// Neuron `j`'s pre-activation for `input`: its bias plus its row's dot product with
@@ -394,4 +424,26 @@ pub(crate) fn softmax_in_place(z: &mut [f32]) -> (f32, f32) {
     let inv = 1.0 / sum;
     z.iter_mut().for_each(|x| *x *= inv);
     (max, sum)
+}
+
+/// The hash codes of `input` for `lsh`'s tables (centred first if the layer centres its
+/// queries), in `codes`; none when `sampling` takes nothing from the tables (uniform
+/// sampling hashes nothing).
+fn query_codes<'c>(
+    lsh: &LshState,
+    sampling: &Sampling,
+    input: Vector<'_>,
+    codes: &'c mut CodeBuffer,
+    centered: &mut Vec<f32>,
+) -> Result<&'c [u32]> {
+    Ok(if !sampling.uses_tables() {
+        &[]
+    } else if lsh.center.is_empty() {
+        lsh.family.hash(input, codes)?
+    } else {
+        centered.clear();
+        centered.extend(lsh.center.iter().map(|c| -c));
+        input.for_each_nonzero(|i, v| centered[i] += v);
+        lsh.family.hash(Vector::Dense(centered), codes)?
+    })
 }

@@ -245,6 +245,10 @@ fn bad_input_exits_2_with_one_line() {
             "invalid type".into(),
         ),
         (
+            vec!["--set".into(), "train.eval_picks=0".into()],
+            "train.eval_picks must be at least 1".into(),
+        ),
+        (
             vec!["--set".into(), "network.layers=[]".into()],
             "at least one layer is needed".into(),
         ),

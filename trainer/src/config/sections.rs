@@ -175,10 +175,15 @@ pub struct TrainConfig {
     #[serde(default)]
     pub eval_precision: EvalPrecision,
     /// LSH-mode evaluation and prediction score, beside each sample's table picks, the
-    /// outputs that score highest for the mean input of each block of 1,024 samples, this many (0,
+    /// outputs that score highest for the mean input of each block of 2,048 samples, this many (0,
     /// the default: the tables' picks only; see [`slide::Network::set_eval_pool`]).
     #[serde(default)]
     pub eval_pool: usize,
+    /// With `eval_pool`, the table picks LSH-mode evaluation and prediction score per
+    /// sample: the outputs found in the most of the sample's buckets, this many (unset: the
+    /// output layer's own budget; see [`slide::Network::set_eval_picks`]).
+    #[serde(default)]
+    pub eval_picks: Option<usize>,
     /// Probe the retrieval recall of the LSH layers every this many steps (0: only at
     /// evaluations).
     #[serde(default)]

@@ -12,6 +12,11 @@ impl Config {
         t.eval_precision
             .validate()
             .context("train.eval_precision = \"bf16\"")?;
+        if t.eval_picks == Some(0) {
+            bail!(
+                "train.eval_picks must be at least 1 (leave it out for the output layer's budget)"
+            );
+        }
         if t.batch_size == 0 {
             bail!("train.batch_size must be at least 1");
         }

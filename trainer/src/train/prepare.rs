@@ -153,6 +153,8 @@ pub(crate) fn prepare(
     net.set_eval_precision(config.train.eval_precision)
         .map_err(|e| input(e.into()))?;
     net.set_eval_pool(config.train.eval_pool);
+    net.set_eval_picks(config.train.eval_picks)
+        .map_err(|e| input(e.into()))?;
     Ok(Prepared {
         loaded,
         net,

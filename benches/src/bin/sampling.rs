@@ -14,7 +14,8 @@
 //! ids, the ablation that shows what the tables add; no tables are built or queried, and
 //! `min_active` is set to 0 so that no fill comes on top) and `dense` (every output computed: the full-softmax model, with
 //! slide's own passes and the same Adam). Each runs `slide-train`'s loop on the config's data
-//! (`--set` overrides apply to all three), evaluating at every epoch's end (and every
+//! (`--set` overrides apply to all three; by default no step limit and no checkpoint,
+//! which `--set train.max_steps=N` or `--set checkpoint.at_end=true` change), evaluating at every epoch's end (and every
 //! `--eval-every` steps, for a finer curve against time). Writes
 //! `NAME.csv` (one row per engine and epoch: training seconds without evaluation, exact and
 //! LSH-mode P@1, P@3, P@5, the collapse detector, the share of the non-label active outputs
@@ -103,13 +104,19 @@ fn parse() -> Result<Options, String> {
             "unknown engine {bad}; known: slide, uniform, dense"
         ));
     }
+    // Defaults a `--set` may change (the later of two settings wins): no step limit, and
+    // no checkpoint (at 670K labels one is 2.8-5 GB). Then what the flags say.
+    let defaults = [
+        "train.max_steps=0",
+        "checkpoint.every=0",
+        "checkpoint.at_end=false",
+    ];
+    o.overrides.splice(0..0, defaults.map(String::from));
     o.overrides.extend([
         format!("train.epochs={epochs}"),
         format!("train.eval_samples={eval_samples}"),
         format!("train.eval_every={eval_every}"),
-        "train.max_steps=0".into(),
         "train.eval_mode=\"exact\"".into(),
-        "checkpoint.every=0".into(),
     ]);
     Ok(o)
 }

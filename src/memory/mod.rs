@@ -28,7 +28,7 @@ mod tune;
 pub use arrays::{MemoryArrays, MemoryArraysOwned, MemoryArraysRef};
 pub use search::{MemoryScratch, Search};
 pub use tables::MemoryLsh;
-pub use tune::{TUNED_POWERS, TUNED_VOTE_WEIGHTS, Tried};
+pub use tune::{TUNED_POWERS, TUNED_VOTE_WEIGHTS, Tried, TuneMetric};
 
 use tables::UnitTables;
 
@@ -42,8 +42,9 @@ use crate::data::Examples;
 use crate::error::{Result, SlideError, config_error, input_error};
 
 /// Settings of a [`Memory`]. In TOML (`[memory]`): `neighbours = 50`, `power = 1.0`,
-/// `idf = true`, `centroids = true`, `vote_weight = 0.5`, `centroid_features = 128`; each
-/// key left out takes the default.
+/// `idf = true`, `centroids = true`, `vote_weight = 0.5`, `centroid_features = 128`,
+/// `centroid_labels = 0`, `tune = 0`, `tune_metric = "p1"`; each key left out takes the
+/// default.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(
     feature = "serde",
@@ -79,15 +80,19 @@ pub struct MemoryConfig {
     /// before building when this is above 0; at most a fifth of the set is held out): the
     /// pair chosen replaces the two set here.
     pub tune: usize,
+    /// What [`tune`](Self::tune) chooses by: P@1 (the default), P@3 or P@5 on the held-out
+    /// samples (`tune_metric = "p1" | "p3" | "p5"`).
+    pub tune_metric: TuneMetric,
     /// Hash tables over the units ([`MemoryLsh`]), for [`Search::Tables`]; `None` (the
     /// default): exact search only.
     pub lsh: Option<MemoryLsh>,
 }
 
 impl Default for MemoryConfig {
-    /// 50 neighbours, power 1, IDF, centroids of 128 features with votes at half weight:
-    /// ahead of label trees in P@1, P@3 and P@5 at every size measured on `gen-data` data
-    /// (docs/label-trees.md, "A layer of training samples").
+    /// 50 neighbours, power 1, IDF, centroids of 128 features with votes at half weight, no
+    /// tuning: ahead of label trees in P@1, P@3 and P@5 at three of the four sizes measured
+    /// on `gen-data` data without topics (docs/label-trees.md, "A layer of training
+    /// samples").
     fn default() -> Self {
         MemoryConfig {
             neighbours: 50,
@@ -98,6 +103,7 @@ impl Default for MemoryConfig {
             centroid_features: 128,
             centroid_labels: 0,
             tune: 0,
+            tune_metric: TuneMetric::P1,
             lsh: None,
         }
     }

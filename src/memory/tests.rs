@@ -1,5 +1,6 @@
 use super::*;
 use crate::data::SparseExamples;
+use crate::stats::EvalStats;
 
 /// Three training samples over 6 features and 4 labels.
 fn three_samples() -> SparseExamples {
@@ -499,6 +500,25 @@ fn tuning_chooses_the_best_pair_on_held_out_samples() {
     );
     assert!(tried.iter().all(|t| key(t) <= key(&best)));
 
+    // By P@3 or P@5 the same pairs answer the same; the best by that precision is chosen
+    // (here every pair has the same P@3 and P@5: one label per sample).
+    let at_3: fn(&EvalStats) -> f64 = |s| s.precision_at_3;
+    let at_5: fn(&EvalStats) -> f64 = |s| s.precision_at_5;
+    for (metric, of) in [(TuneMetric::P3, at_3), (TuneMetric::P5, at_5)] {
+        let by = MemoryConfig {
+            tune_metric: metric,
+            ..config
+        };
+        let (chosen, again) = Memory::tune(&train, 440, 40, by).unwrap();
+        assert_eq!(again, tried);
+        let top = tried.iter().map(|t| of(&t.stats)).fold(0.0, f64::max);
+        let pick = tried
+            .iter()
+            .find(|t| (t.power, t.vote_weight) == (chosen.power, chosen.vote_weight))
+            .unwrap();
+        assert_eq!(of(&pick.stats), top, "{metric:?}: {tried:?}");
+    }
+
     let alone = prototypes(true);
     let (chosen, tried) = Memory::tune(&alone, 440, 400, config).unwrap();
     assert!(
@@ -525,4 +545,28 @@ fn tuning_chooses_the_best_pair_on_held_out_samples() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("sample 390:"), "{err}");
+}
+
+/// `tune_metric` orders answers by its precision, then by the other two: of two answers,
+/// one better at P@1 and one at P@3 and P@5, P@1 prefers the first, P@3 and P@5 the
+/// second; on equal P@3 and P@5, P@1 decides.
+#[test]
+fn a_tune_metric_orders_by_its_precision_then_the_others() {
+    let stats = |p1, p3, p5| EvalStats {
+        precision_at_1: p1,
+        precision_at_3: p3,
+        precision_at_5: p5,
+        ..EvalStats::default()
+    };
+    let (first, rest) = (stats(0.9, 0.3, 0.2), stats(0.8, 0.4, 0.3));
+    assert!(TuneMetric::P1.key(&first) > TuneMetric::P1.key(&rest));
+    assert!(TuneMetric::P3.key(&first) < TuneMetric::P3.key(&rest));
+    assert!(TuneMetric::P5.key(&first) < TuneMetric::P5.key(&rest));
+    let level = stats(0.7, 0.3, 0.2);
+    for metric in [TuneMetric::P3, TuneMetric::P5] {
+        assert!(metric.key(&first) > metric.key(&level), "{metric:?}");
+    }
+    assert_eq!(TuneMetric::P3.value(&rest), 0.4);
+    assert_eq!(TuneMetric::default(), TuneMetric::P1);
+    assert_eq!(MemoryConfig::default().tune_metric, TuneMetric::P1);
 }

@@ -16,6 +16,54 @@ pub const TUNED_VOTE_WEIGHTS: [f32; 5] = [0.5, 0.125, 0.25, 1.0, 2.0];
 /// Mixed into the sample ids that choose the held-out samples.
 const HELD_OUT_SEED: u64 = 0x7475_6e65;
 
+/// The precision [`Memory::tune`] chooses by ([`MemoryConfig::tune_metric`]); ties go to
+/// the other two, the better first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "lowercase")
+)]
+pub enum TuneMetric {
+    /// P@1: the best label first (ties: P@3, then P@5).
+    #[default]
+    P1,
+    /// P@3: the best three labels (ties: P@1, then P@5), for users who show several.
+    P3,
+    /// P@5 (ties: P@3, then P@1).
+    P5,
+}
+
+impl TuneMetric {
+    /// The precision this metric names, from `stats`.
+    pub fn value(self, stats: &EvalStats) -> f64 {
+        self.key(stats).0
+    }
+
+    /// Its name as the trainer prints it: `P@1`, `P@3` or `P@5`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TuneMetric::P1 => "P@1",
+            TuneMetric::P3 => "P@3",
+            TuneMetric::P5 => "P@5",
+        }
+    }
+
+    /// The order of `stats` under this metric: larger is better.
+    pub(super) fn key(self, stats: &EvalStats) -> (f64, f64, f64) {
+        let (p1, p3, p5) = (
+            stats.precision_at_1,
+            stats.precision_at_3,
+            stats.precision_at_5,
+        );
+        match self {
+            TuneMetric::P1 => (p1, p3, p5),
+            TuneMetric::P3 => (p3, p1, p5),
+            TuneMetric::P5 => (p5, p3, p1),
+        }
+    }
+}
+
 /// A setting [`Memory::tune`] tried, and how it answered the held-out samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tried {
@@ -52,8 +100,9 @@ impl Memory {
     /// for a memory of `train` on held-out training samples, before it is built: a memory
     /// of the other samples answers [`config.tune`](MemoryConfig::tune) of them (a fixed
     /// pseudo-random choice, at most a fifth of the set) with every pair of
-    /// [`TUNED_POWERS`] and [`TUNED_VOTE_WEIGHTS`], and the pair with the best P@1 (ties:
-    /// P@3, then P@5, then the earlier pair; the first is the default) replaces `config`'s.
+    /// [`TUNED_POWERS`] and [`TUNED_VOTE_WEIGHTS`], and the pair with the best
+    /// [`tune_metric`](MemoryConfig::tune_metric), P@1 unless set (ties: see
+    /// [`TuneMetric`], then the earlier pair; the first is the default) replaces `config`'s.
     /// Both settings only change how a query's neighbours vote, and their best values move
     /// with the size of the training set (the neighbours' cosines grow with it), which is
     /// why they are chosen per training set. Returns the config to build with and every
@@ -118,10 +167,7 @@ impl Memory {
                 });
             }
         }
-        let key = |t: &Tried| {
-            let s = &t.stats;
-            (s.precision_at_1, s.precision_at_3, s.precision_at_5)
-        };
+        let key = |t: &Tried| config.tune_metric.key(&t.stats);
         let mut best = tried[0];
         for t in &tried[1..] {
             if key(t) > key(&best) {

@@ -126,23 +126,26 @@ pub fn run(config: &Config, memory: MemoryConfig, out: &Path, quiet: bool) -> Re
     Ok(())
 }
 
-/// What tuning chose, in one line (`None` when nothing was tried): the pair, its P@1 on the
-/// held-out samples (as many as each pair answered), and the first pair's for comparison.
+/// What tuning chose, in one line (`None` when nothing was tried): the pair, its score by
+/// the tuning metric on the held-out samples (as many as each pair answered), and the
+/// first pair's for comparison.
 fn tuned_line(tried: &[Tried], chosen: &MemoryConfig) -> Option<String> {
     let first = tried.first()?;
     let best = tried
         .iter()
         .find(|t| t.power == chosen.power && t.vote_weight == chosen.vote_weight)
         .unwrap_or(first);
+    let metric = chosen.tune_metric;
     Some(format!(
-        "tuned on {} held-out training samples: power {}, vote_weight {} (P@1 {:.4} there; power {}, vote_weight {}: {:.4})",
+        "tuned on {} held-out training samples: power {}, vote_weight {} ({} {:.4} there; power {}, vote_weight {}: {:.4})",
         first.stats.samples,
         best.power,
         best.vote_weight,
-        best.stats.precision_at_1,
+        metric.name(),
+        metric.value(&best.stats),
         first.power,
         first.vote_weight,
-        first.stats.precision_at_1
+        metric.value(&first.stats)
     ))
 }
 
@@ -159,7 +162,8 @@ fn tuned_record(tried: &[Tried], chosen: &MemoryConfig) -> serde_json::Value {
                 "p_at_5": t.stats.precision_at_5, "samples": t.stats.samples})
         })
         .collect();
-    serde_json::json!({"power": chosen.power, "vote_weight": chosen.vote_weight, "tried": rows})
+    serde_json::json!({"power": chosen.power, "vote_weight": chosen.vote_weight,
+        "metric": chosen.tune_metric.name(), "tried": rows})
 }
 
 /// The config's data, with the label count checked; `say` gets the announcement.

@@ -249,6 +249,10 @@ fn bad_input_exits_2_with_one_line() {
             "train.eval_picks must be at least 1".into(),
         ),
         (
+            vec!["--set".into(), "memory.tune_metric=\"p2\"".into()],
+            "unknown variant `p2`".into(),
+        ),
+        (
             vec!["--set".into(), "network.layers=[]".into()],
             "at least one layer is needed".into(),
         ),
@@ -1019,7 +1023,7 @@ fn a_memory_is_built_saved_and_predicts_like_the_run() {
     let config = dir.join("memory.toml");
     std::fs::write(
         &config,
-        format!("{data}\n[memory]\nneighbours = 5\ntune = 100\n"),
+        format!("{data}\n[memory]\nneighbours = 5\ntune = 100\ntune_metric = \"p3\"\n"),
     )
     .unwrap();
     let run_dir = dir.join("run");
@@ -1035,17 +1039,19 @@ fn a_memory_is_built_saved_and_predicts_like_the_run() {
     assert!(p1 > 0.95, "{stdout}");
     let saved = run_dir.join("checkpoints/memory.safetensors");
     assert!(saved.exists(), "{stdout}");
-    // Tuned on 100 held-out samples: the record lists the 15 pairs tried and the one
+    // Tuned on 100 held-out samples by P@3: the record lists the 15 pairs tried and the one
     // chosen, which the saved file carries for `eval` and `predict`.
-    assert!(
-        stdout.contains("tuned on 100 held-out training samples"),
-        "{stdout}"
-    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("tuned on 100 held-out training samples"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("(P@3 "), "{line}");
     let record: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap())
             .unwrap();
     let tuned = &record["tuned"];
     assert_eq!(tuned["tried"].as_array().unwrap().len(), 15, "{record}");
+    assert_eq!(tuned["metric"], "P@3", "{record}");
     let bytes = std::fs::read(&saved).unwrap();
     let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
     let meta = header.metadata().clone().unwrap();

@@ -6,11 +6,10 @@
 //! block); each sample then scores only the pool and those of its tables' picks that the
 //! pool lacks, found without the shared negatives (outputs of the kind the pool holds,
 //! which cost each sample a scoring of the training pool: 28% of the time at 100K
-//! outputs). The outputs that win for some sample are
-//! the ones whose rows and biases have been trained up: the part of a logit that is common
-//! to every input (the bias and the row against the mean input) decides most of the
-//! ranking, and the mean of a block's inputs ranks it (docs/label-trees.md, "Prediction
-//! from a batch pool").
+//! outputs). The outputs that win for some sample are the ones whose rows and biases have
+//! been trained up: the part of a logit that is common to every input (the bias and the
+//! row against the mean input) decides most of the ranking, and the mean of a block's
+//! inputs ranks it (docs/label-trees.md, "Prediction from a batch pool").
 
 use rayon::prelude::*;
 

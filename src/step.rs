@@ -18,7 +18,7 @@ use crate::network::Network;
 use crate::optimizer::LayerGradients;
 use crate::stats::{ActiveSources, PhaseTimes, StepStats};
 use crate::top5::Top5;
-use crate::workspace::{NetworkBatch, SampleState, Workspace, layer_input};
+use crate::workspace::{NetworkBatch, SampleState, Workspace, layer_input, worker_scratch};
 
 /// How a batch's samples are run.
 #[derive(Clone)]
@@ -239,8 +239,7 @@ impl Network {
             .zip(best)
             .enumerate()
             .try_for_each(|(position, ((state, &sample), best))| {
-                let worker = rayon::current_thread_index().unwrap_or(0) % threads.len();
-                let mut scratch = threads[worker].lock().unwrap_or_else(|e| e.into_inner());
+                let mut scratch = worker_scratch(threads);
                 let position = (first_position + position) as u64;
                 let mut rng = sample_rng(mix64(step_seed ^ position) ^ POOL_PICKS_STREAM);
                 let (below, here) = state.traces.split_at_mut(last);
@@ -307,9 +306,7 @@ impl Network {
             .zip(batch)
             .enumerate()
             .try_for_each(|(position, (state, &sample))| {
-                let worker = rayon::current_thread_index().unwrap_or(0) % threads.len();
-                // Each worker locks only its own scratch, so the lock is never contended.
-                let mut scratch = threads[worker].lock().unwrap_or_else(|e| e.into_inner());
+                let mut scratch = worker_scratch(threads);
                 let position = (first_position + position) as u64;
                 pass.run_forward(sample, mix64(step_seed ^ position), &mut scratch, state)?;
                 if fused {

@@ -2,7 +2,7 @@
 //! network holds only its parameters, optimizer state and tables, and evaluation borrows it
 //! shared.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use slide_lsh::Vector;
 
@@ -83,6 +83,15 @@ impl Workspace {
     pub(crate) fn batch(&self) -> &[SampleState] {
         &self.states[..self.batch_len]
     }
+}
+
+/// The current rayon worker's select scratch (one per layer) among a workspace's
+/// `threads`. Each worker locks only its own, so the lock is never contended.
+pub(crate) fn worker_scratch(
+    threads: &[Mutex<Vec<SelectScratch>>],
+) -> MutexGuard<'_, Vec<SelectScratch>> {
+    let worker = rayon::current_thread_index().unwrap_or(0) % threads.len();
+    threads[worker].lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The input of layer `l` for a sample: the raw input for the first layer, the previous

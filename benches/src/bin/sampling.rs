@@ -15,8 +15,9 @@
 //! `min_active` is set to 0 so that no fill comes on top) and `dense` (every output computed: the full-softmax model, with
 //! slide's own passes and the same Adam). Each runs `slide-train`'s loop on the config's data
 //! (`--set` overrides apply to all three; by default no step limit and no checkpoint,
-//! which `--set train.max_steps=N` or `--set checkpoint.at_end=true` change), evaluating at every epoch's end (and every
-//! `--eval-every` steps, for a finer curve against time). Writes
+//! which `--set train.max_steps=N` or `--set checkpoint.at_end=true` change), evaluating
+//! at every epoch's end (and every `--eval-every` steps, for a finer curve against time).
+//! Writes
 //! `NAME.csv` (one row per engine and epoch: training seconds without evaluation, exact and
 //! LSH-mode P@1, P@3, P@5, the collapse detector, the share of the non-label active outputs
 //! that came from the tables, retrieval recall, training samples/s) and `NAME.png` (P@1

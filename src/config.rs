@@ -101,7 +101,8 @@ impl NetworkConfig {
         self
     }
 
-    /// Checks the network-level rules (a softmax output layer and no other, the optimizer's
+    /// Checks the network-level rules (a softmax or sigmoid output layer and no other such
+    /// layer, no log-Q correction of a sigmoid, the optimizer's
     /// and the schedule's ranges). Each layer's own settings are checked when it is built.
     pub fn validate(&self) -> Result<()> {
         if self.input_dim == 0 {
@@ -110,19 +111,26 @@ impl NetworkConfig {
         let Some(last) = self.layers.last() else {
             return Err(config_error("network", "needs at least one layer"));
         };
-        if last.activation != Activation::Softmax {
+        if !last.activation.is_output() {
             return Err(config_error(
                 "output layer",
-                "must use the softmax activation",
+                "must use the softmax or the sigmoid activation",
             ));
         }
         if let Some(i) = self.layers[..self.layers.len() - 1]
             .iter()
-            .position(|l| l.activation == Activation::Softmax)
+            .position(|l| l.activation.is_output())
         {
             return Err(config_error(
                 format!("layer {i}"),
-                "softmax is only for the output layer",
+                "softmax and sigmoid are only for the output layer",
+            ));
+        }
+        if last.activation == Activation::Sigmoid && last.lsh.is_some_and(|l| l.log_q) {
+            return Err(config_error(
+                "output layer",
+                "log_q corrects a sampled softmax; a sigmoid output has no normaliser to \
+                 correct (set log_q = false)",
             ));
         }
         self.adam.validate()?;
@@ -372,6 +380,33 @@ mod tests {
                 .iter()
                 .any(|(k, _)| k.ends_with("shared_pool"))
         );
+    }
+
+    /// A sigmoid output layer is accepted; a sigmoid or softmax below the output, a ReLU
+    /// output and a log-Q correction of a sigmoid are refused, each naming the layer.
+    #[test]
+    fn output_activations_are_checked() {
+        let mut sigmoid = config();
+        sigmoid.layers[1].activation = Activation::Sigmoid;
+        sigmoid.validate().unwrap();
+        let mut hidden = config();
+        hidden.layers[0].activation = Activation::Sigmoid;
+        let message = hidden.validate().unwrap_err().to_string();
+        assert!(message.contains("layer 0"), "{message}");
+        let mut relu = config();
+        relu.layers[1].activation = Activation::Relu;
+        let message = relu.validate().unwrap_err().to_string();
+        assert!(message.contains("softmax or the sigmoid"), "{message}");
+        let lsh = LshConfig {
+            log_q: true,
+            ..LshConfig::default()
+        };
+        let mut corrected = sigmoid.clone();
+        corrected.layers[1] = corrected.layers[1].clone().sampled(lsh);
+        let message = corrected.validate().unwrap_err().to_string();
+        assert!(message.contains("log_q"), "{message}");
+        corrected.layers[1].lsh.as_mut().unwrap().log_q = false;
+        corrected.validate().unwrap();
     }
 
     /// The estimate is close to what a built network holds (its parameters and tables after

@@ -12,8 +12,9 @@ use slide_lsh::{LshError, Sampling, mix64};
 use crate::data::Examples;
 use crate::error::{Result, SlideError};
 use crate::kernels::kernels;
+use crate::layer::Activation;
 use crate::layer::{Mode, SelectScratch, SparseLayer, sample_rng};
-use crate::loss::softmax_cross_entropy;
+use crate::loss::output_loss;
 use crate::network::Network;
 use crate::optimizer::LayerGradients;
 use crate::stats::{ActiveSources, PhaseTimes, StepStats};
@@ -53,13 +54,12 @@ impl Pass<'_> {
         }
         let output = &state.traces[self.layers.len() - 1];
         let (max, sum) = output.softmax;
+        // Sigmoid outputs compare across ranks as they are; a rank's softmax, by logit.
+        let by_logit =
+            self.sharded && self.layers[self.layers.len() - 1].activation() == Activation::Softmax;
         let mut top = Top5::EMPTY;
         for (p, &z) in output.outputs().iter().enumerate() {
-            let score = if self.sharded {
-                max + (z * sum).ln()
-            } else {
-                z
-            };
+            let score = if by_logit { max + (z * sum).ln() } else { z };
             top.offer(score, output.id(p));
         }
         state.top = top;
@@ -80,13 +80,14 @@ impl Pass<'_> {
             ..
         } = state;
         let output = &mut traces[last];
-        if self.sharded {
+        let activation = self.layers[last].activation();
+        if self.sharded && activation == Activation::Softmax {
             // This rank's probabilities were normalised over its own active outputs.
             let ((max, sum), (global_max, global_sum)) = (output.softmax, normaliser);
             let factor = sum * (max - global_max).exp() / global_sum;
             output.out.iter_mut().for_each(|p| *p *= factor);
         }
-        *loss = softmax_cross_entropy(output, labels, self.data.labels(sample).len());
+        *loss = output_loss(activation, output, labels, self.data.labels(sample).len());
         if last > 0 {
             let (below, here) = traces.split_at_mut(last);
             let prev = &mut below[last - 1];

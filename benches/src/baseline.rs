@@ -1,12 +1,14 @@
 //! The dense autodiff baseline: the same network as a slide [`Network`] (layer sizes,
-//! activations, weights copied from it, softmax cross-entropy with soft targets `1/|y|`, Adam
-//! with the same hyper-parameters), every neuron computed, gradients by reverse-mode
-//! automatic differentiation in burn (pure-Rust `flex` CPU backend).
+//! activations, weights copied from it, softmax cross-entropy with soft targets `1/|y|` or,
+//! for a sigmoid output, one-vs-all binary cross-entropy; Adam with the same
+//! hyper-parameters), every neuron computed, gradients by reverse-mode automatic
+//! differentiation in burn (pure-Rust `flex` CPU backend).
 //!
 //! Sparse inputs go in as an embedding bag: the first weight matrix's rows of each sample's
 //! features are gathered, scaled by the values and summed per sample. Optional masks
 //! restrict the loss to given active sets (hidden activations of inactive neurons are
-//! zeroed; inactive outputs are left out of the softmax), which is the loss slide
+//! zeroed; inactive outputs are left out of the softmax or the binary losses; a sigmoid
+//! output's logits are returned unmasked and masked in the loss), which is the loss slide
 //! optimises when LSH picks the neurons.
 
 use burn::tensor::{Bool, Device, IndexingUpdateOp, Int, Tensor, TensorData, activation};
@@ -124,6 +126,10 @@ impl Baseline {
             } + b.clone();
             let mask = masks.map(|m| mask(&m[l], n, n_out, device));
             h = Some(match layer.activation {
+                Activation::Sigmoid => {
+                    assert_eq!(l, last, "sigmoid is the output layer's");
+                    z
+                }
                 Activation::Softmax => {
                     assert_eq!(l, last, "softmax is the output layer's");
                     match mask {
@@ -159,14 +165,31 @@ impl Baseline {
         let n = batch.len();
         let logits = self.logits(params, data, batch, masks);
         let n_out = logits.dims()[1];
+        let last = self.layers.len() - 1;
+        let one_vs_all = self.layers[last].activation == Activation::Sigmoid;
         let mut targets = vec![0.0f32; n * n_out];
         for (s, &i) in batch.iter().enumerate() {
             let labels = data.labels(i);
             for &y in labels {
-                targets[s * n_out + y as usize] = 1.0 / labels.len() as f32;
+                targets[s * n_out + y as usize] = if one_vs_all {
+                    1.0
+                } else {
+                    1.0 / labels.len() as f32
+                };
             }
         }
         let targets = Tensor::<2>::from_data(TensorData::new(targets, [n, n_out]), device);
+        if one_vs_all {
+            // -[y ln sigmoid(z) + (1 - y) ln sigmoid(-z)] on each active output, summed.
+            let log_yes = activation::log_sigmoid(logits.clone());
+            let log_no = activation::log_sigmoid(logits.neg());
+            let each = (log_yes * targets.clone() + log_no * targets.neg().add_scalar(1.0)).neg();
+            let each = match masks {
+                Some(m) => each.mask_fill(mask(&m[last], n, n_out, device).bool_not(), 0.0),
+                None => each,
+            };
+            return each.sum().mul_scalar(1.0 / n as f64);
+        }
         (activation::log_softmax(logits, 1) * targets)
             .sum()
             .mul_scalar(-1.0 / n as f64)

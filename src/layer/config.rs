@@ -27,8 +27,22 @@ pub enum Activation {
     /// `z`.
     Linear,
     /// Softmax over the active neurons; only for the output layer, which it pairs with the
-    /// cross-entropy loss.
+    /// cross-entropy loss (targets `1/|y|` on a sample's labels).
     Softmax,
+    /// `1 / (1 + e^-z)` on each active neuron on its own; only for the output layer, which
+    /// it pairs with one-vs-all binary cross-entropy: each active output is a yes/no
+    /// question (target 1 for a label, 0 otherwise), as label trees' and DeepXML's
+    /// classifiers are trained. Outputs left out of the active set get no gradient, so the
+    /// negatives the layer's tables, shared pool and random fill pick are the only ones
+    /// pushed down.
+    Sigmoid,
+}
+
+impl Activation {
+    /// Whether this activation belongs to the output layer (and pairs with a loss).
+    pub fn is_output(self) -> bool {
+        matches!(self, Activation::Softmax | Activation::Sigmoid)
+    }
 }
 
 /// How a layer stores its `out_dim x in_dim` weight matrix.

@@ -195,6 +195,7 @@ impl SparseLayer {
                 }
                 trace.softmax = softmax_in_place(&mut trace.out);
             }
+            Activation::Sigmoid => trace.out.iter_mut().for_each(|z| *z = sigmoid(*z)),
         }
         (active * input_nnz) as u64
     }
@@ -240,6 +241,12 @@ impl SparseLayer {
                 let mean: f32 = trace.delta.iter().zip(&trace.out).map(|(g, p)| g * p).sum();
                 for (g, &p) in trace.delta.iter_mut().zip(&trace.out) {
                     *g = p * (*g - mean);
+                }
+            }
+            Activation::Sigmoid => {
+                // d_j = g_j p_j (1 - p_j)
+                for (g, &p) in trace.delta.iter_mut().zip(&trace.out) {
+                    *g *= p * (1.0 - p);
                 }
             }
         }
@@ -411,6 +418,16 @@ fn log_q_shift(out_dim: usize, sources: &SampleCounts, complement: bool) -> (usi
         return (fixed, 0.0);
     }
     (fixed, ((out_dim - fixed) as f64 / drawn as f64).ln() as f32)
+}
+
+/// The logistic function `1 / (1 + e^-z)`, without overflow for any finite `z`.
+pub(crate) fn sigmoid(z: f32) -> f32 {
+    if z >= 0.0 {
+        1.0 / (1.0 + (-z).exp())
+    } else {
+        let e = z.exp();
+        e / (1.0 + e)
+    }
 }
 
 /// Numerically stable softmax; returns the largest logit and the sum of `exp(z - largest)`.

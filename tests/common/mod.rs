@@ -190,13 +190,19 @@ impl Reference {
                     }
                     out = p;
                 }
+                Activation::Sigmoid => {
+                    for &j in &ids {
+                        out[j] = 1.0 / (1.0 + (-out[j]).exp());
+                    }
+                }
             }
             a = out;
         }
         a
     }
 
-    /// Batch-mean cross-entropy with soft targets `1/|y|`.
+    /// Batch-mean loss: cross-entropy with soft targets `1/|y|` for a softmax output,
+    /// one-vs-all binary cross-entropy summed over the active outputs for a sigmoid one.
     pub fn loss(
         &self,
         data: &dyn Examples,
@@ -229,6 +235,21 @@ impl Reference {
                 _ => None,
             };
             let p = self.forward_shifted(&x, sets.as_deref(), shift);
+            if self.activations.last() == Some(&Activation::Sigmoid) {
+                let active: Vec<u32> = match &sets {
+                    Some(sets) => sets.last().unwrap().to_vec(),
+                    None => (0..p.len() as u32).collect(),
+                };
+                for j in active {
+                    let q = p[j as usize];
+                    total -= if labels.contains(&j) {
+                        q.ln()
+                    } else {
+                        (1.0 - q).ln()
+                    };
+                }
+                continue;
+            }
             for &y in labels {
                 total -= p[y as usize].ln() / labels.len() as f64;
             }

@@ -9,14 +9,22 @@ excluded) and one for Omikuji (training seconds, the file's parsing included, as
 RSS, and draws P@1 against training seconds of every row on the same data (PNG, with
 matplotlib; `--plot-only` redraws it from the CSV).
 
+Real data decides accuracy: without `--data` the benchmark runs on the real multi-label
+sets that `../shared/tools/debian_xmc.py` builds from the Debian archive's package metadata
+(deb-deps: 37,929 labels; deb-tags: 591), written to `datasets/real/NAME/` on first use (it
+needs `apt-get update -o Acquire::Languages=en` once). Generated data (`--data DIR` with
+`--train N`) is easier than real data: use it for scale and speed, not to judge accuracy.
+
 Not part of the build or CI; needs `pip install omikuji matplotlib` and a release build of
-`slide-train` (built here if missing). Examples (run from the repository root):
+`slide-train` (built here). Examples (run from the repository root):
+    python3 benches/omikuji/compare.py                       # deb-deps and deb-tags
+    python3 benches/omikuji/compare.py --config xmc.toml --config amazon670k-memory.toml
     python3 benches/omikuji/compare.py --data datasets/generated/a670k-20k --train 20000
     python3 benches/omikuji/compare.py --data datasets/generated/a100k-20k --train 20000 \
         --labels 100000
-    python3 benches/omikuji/compare.py --data datasets/generated/a670k-490k --train 490449
 A `--data` folder without `train.txt` is first filled by `slide-train gen-data --preset
-amazon670k` with `--train`, `--test`, `--labels` and `--topics` (seed 1).
+amazon670k` with `--train`, `--test`, `--labels` and `--topics` (seed 1). Feature and label
+counts come from the files' header.
 """
 import argparse
 import csv
@@ -74,6 +82,34 @@ def precision_at(ranked, labels):
     return hits[0] / n, hits[1] / (3 * n), hits[2] / (5 * n)
 
 
+REAL_SETS = ('deb-deps', 'deb-tags')
+DEBIAN_TOOL = os.path.join('..', 'shared', 'tools', 'debian_xmc.py')
+
+
+def real_data(names, root='datasets/real'):
+    """The folders of the real sets `names`, built by the Debian tool where missing."""
+    folders = [os.path.join(root, name) for name in names]
+    missing = [n for n, f in zip(names, folders) if not os.path.exists(os.path.join(f, 'train.txt'))]
+    if missing:
+        if not os.path.exists(DEBIAN_TOOL):
+            sys.exit(f'{DEBIAN_TOOL} not found: give --data DIR instead')
+        work = tempfile.mkdtemp(prefix='slide-debian-')
+        subprocess.run([sys.executable, DEBIAN_TOOL, '--out', work, '--which', ','.join(missing)],
+                       check=True)
+        for name in missing:
+            os.makedirs(os.path.join(root, name), exist_ok=True)
+            for split in ('train', 'test'):
+                os.replace(os.path.join(work, f'{name}_{split}.txt'),
+                           os.path.join(root, name, f'{split}.txt'))
+    return folders
+
+
+def header(path):
+    """`(samples, features, labels)` of an XMC file's header line."""
+    with open(path) as f:
+        return tuple(int(x) for x in f.readline().split()[:3])
+
+
 def is_memory_config(name):
     """Whether slide's config (a path, or a name in configs/) builds a `[memory]`."""
     path = name if os.path.exists(name) else os.path.join('configs', name)
@@ -109,19 +145,24 @@ def run_measured(cmd, log):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    p.add_argument('--data', required=True, help='folder with train.txt and test.txt')
+    p.add_argument('--data', action='append',
+                   help='folder with train.txt and test.txt (repeatable; default: the real '
+                   'sets ' + ', '.join(REAL_SETS) + ' in datasets/real)')
     p.add_argument('--train', type=int, default=20000, help='training samples to generate')
     p.add_argument('--test', type=int, default=6400, help='test samples to generate')
-    p.add_argument('--labels', type=int, default=670091)
-    p.add_argument('--features', type=int, default=135909)
+    p.add_argument('--labels', type=int, default=670091, help='labels of the data to generate')
+    p.add_argument('--features', type=int, default=135909,
+                   help='features of the data to generate')
     p.add_argument('--topics', type=int, default=0,
                    help='label topics of the data to generate (gen-data --topics)')
     p.add_argument('--epochs', type=int, help="slide's epochs (default: the config's)")
     p.add_argument('--threads', type=int, default=2)
-    p.add_argument('--config', default='amazon670k-synthetic.toml', help="slide's config")
+    p.add_argument('--config', action='append',
+                   help="slide's config (repeatable: each trained in turn; default: xmc.toml)")
     p.add_argument('--set', action='append', default=[], metavar='SECTION.KEY=VALUE',
                    help='more overrides of slide\'s config (repeatable)')
-    p.add_argument('--setting', default='shipped', help='a name for this slide setting')
+    p.add_argument('--setting', help='a name for this slide setting (default: the config\'s '
+                   'file name, with "+" and the --set overrides)')
     p.add_argument('--skip-omikuji', action='store_true')
     p.add_argument('--csv', default='benches/results/omikuji.csv')
     p.add_argument('--plot', help='the PNG to draw (default: '
@@ -135,85 +176,45 @@ def main():
         train, test, threads, out = a.omikuji_child
         omikuji_child(train, test, int(threads), out)
         return
-    if a.plot is None:
-        name = os.path.basename(os.path.normpath(a.data))
-        a.plot = os.path.join(os.path.dirname(a.csv) or '.', f'omikuji-{name}.png')
+    folders = a.data or real_data(REAL_SETS)
+    configs = a.config or ['xmc.toml']
     if a.plot_only:
-        plot(a)
+        for folder in folders:
+            plot(a, folder)
         return
+    build_slide()
+    for folder in folders:
+        compare(a, folder, configs)
 
+
+def build_slide():
     # With the ablations (`--set 'network.layers.1.lsh.picks="exact"'`), as the benchmarks'
     # crate builds the trainer: the same training pass as the benchmarks measure.
     subprocess.run(['cargo', 'build', '--release', '--locked', '-p', 'slide-trainer',
                     '--features', 'ablations', '--bin', 'slide-train'], check=True)
-    slide = os.path.join('target', 'release', 'slide-train')
-    train, test = os.path.join(a.data, 'train.txt'), os.path.join(a.data, 'test.txt')
+
+
+SLIDE = os.path.join('target', 'release', 'slide-train')
+
+
+def compare(a, folder, configs):
+    """slide with each config, then Omikuji, on the files in `folder`; rows to the CSV."""
+    train, test = os.path.join(folder, 'train.txt'), os.path.join(folder, 'test.txt')
     if not os.path.exists(train):
-        subprocess.run([slide, 'gen-data', '--preset', 'amazon670k', '--out', a.data,
+        subprocess.run([SLIDE, 'gen-data', '--preset', 'amazon670k', '--out', folder,
                         '--train', str(a.train), '--test', str(a.test),
                         '--labels', str(a.labels), '--topics', str(a.topics)], check=True)
-    with open(train) as f:
-        train_samples = int(f.readline().split()[0])
-    with open(test) as f:
-        test_samples = int(f.readline().split()[0])
+    train_samples, features, labels = header(train)
+    test_samples = header(test)[0]
     work = tempfile.mkdtemp(prefix='slide-omikuji-')
-    common = dict(cpu=cpu_name(), threads=a.threads, data=a.data, labels=a.labels,
+    common = dict(cpu=cpu_name(), threads=a.threads, data=folder, labels=labels,
                   train_samples=train_samples, test_samples=test_samples)
     rows = []
-
-    # slide: every epoch ends with an exact evaluation of the whole test file.
-    sets = [f'data.train="{train}"', f'data.test="{test}"', f'data.labels={a.labels}',
-            f'data.features={a.features}', 'train.eval_every=0', 'train.eval_samples=0',
-            'checkpoint.every=0', 'checkpoint.at_end=false'] + a.set
-    # A [memory] config has no layers to size (and is built, not trained, so its seconds
-    # include reading the files, as Omikuji's do).
-    if not is_memory_config(a.config):
-        sets.append(f'network.layers.1.size={a.labels}')
-    if a.epochs is not None:
-        sets.append(f'train.epochs={a.epochs}')
-    out = os.path.join(work, 'slide')
-    cmd = [slide, '--config', a.config, '--threads', str(a.threads), '--out', out]
-    for s in sets:
-        cmd += ['--set', s]
-    print('slide:', ' '.join(cmd), flush=True)
-    log = os.path.join(work, 'slide.log')
-    status, rss = run_measured(cmd, log)
-    if status != 0:
-        sys.exit(f'slide-train failed ({status}); see {log}')
-    with open(log) as f:
-        found = re.search(r'^kernels: (\S+)', f.read(), re.M)
-    kernels = found.group(1) if found else ''
-    with open(os.path.join(out, 'metrics.jsonl')) as f:
-        records = [json.loads(line) for line in f]
-    for r in (r for r in records if 'p_at_1' in r):
-        rows.append(dict(common, kernels=kernels, system='slide', setting=a.setting,
-                         epoch=r['epoch'], train_seconds=round(r['train_seconds'], 2),
-                         p_at_1=round(r['p_at_1'], 4), p_at_3=round(r.get('p_at_3', 0), 4),
-                         p_at_5=round(r.get('p_at_5', 0), 4),
-                         predict_samples_per_s=round(test_samples / r['eval_seconds']),
-                         peak_rss_mib=round(rss)))
-        print(f"slide epoch {r['epoch']}: P@1 {r['p_at_1']:.4f} after "
-              f"{r['train_seconds']:.1f} s, peak RSS {rss:.0f} MiB", flush=True)
+    for config in configs:
+        rows += run_slide(a, folder, config, (features, labels), work, common)
 
     if not a.skip_omikuji:
-        out = os.path.join(work, 'omikuji.json')
-        cmd = [sys.executable, __file__, '--data', a.data, '--omikuji-child', train, test,
-               str(a.threads), out]
-        log = os.path.join(work, 'omikuji.log')
-        status, rss = run_measured(cmd, log)
-        if status != 0:
-            sys.exit(f'Omikuji failed ({status}); see {log} (pip install omikuji)')
-        with open(out) as f:
-            o = json.load(f)
-        rows.append(dict(common, kernels='', system='omikuji', setting='parabel-defaults',
-                         epoch='', train_seconds=round(o['train_seconds'], 2),
-                         p_at_1=round(o['p_at_1'], 4), p_at_3=round(o['p_at_3'], 4),
-                         p_at_5=round(o['p_at_5'], 4),
-                         predict_samples_per_s=round(o['predict_samples_per_s']),
-                         peak_rss_mib=round(rss)))
-        print(f"omikuji: P@1 {o['p_at_1']:.4f} after {o['train_seconds']:.1f} s, "
-              f"peak RSS {rss:.0f} MiB", flush=True)
-
+        rows.append(run_omikuji(a, folder, work, common))
     fresh = not os.path.exists(a.csv)
     os.makedirs(os.path.dirname(a.csv) or '.', exist_ok=True)
     with open(a.csv, 'a', newline='') as f:
@@ -222,10 +223,74 @@ def main():
             w.writeheader()
         w.writerows(rows)
     print(f'{len(rows)} rows appended to {a.csv}')
-    plot(a)
+    plot(a, folder)
 
 
-def plot(a):
+def run_slide(a, folder, config, sizes, work, common):
+    """One slide run of `config` on `folder`: a CSV row per evaluated epoch."""
+    train, test = os.path.join(folder, 'train.txt'), os.path.join(folder, 'test.txt')
+    features, labels = sizes
+    # Every epoch ends with an exact evaluation of the whole test file.
+    sets = [f'data.train="{train}"', f'data.test="{test}"', f'data.labels={labels}',
+            f'data.features={features}', 'train.eval_every=0', 'train.eval_samples=0',
+            'checkpoint.every=0', 'checkpoint.at_end=false'] + a.set
+    # A [memory] config has no layers to size (and is built, not trained, so its seconds
+    # include reading the files, as Omikuji's do).
+    if not is_memory_config(config):
+        sets.append(f'network.layers.1.size={labels}')
+    if a.epochs is not None:
+        sets.append(f'train.epochs={a.epochs}')
+    setting = a.setting or '+'.join([os.path.basename(config)] + a.set)
+    out = os.path.join(work, 'slide-' + os.path.basename(config))
+    cmd = [SLIDE, '--config', config, '--threads', str(a.threads), '--out', out]
+    for s in sets:
+        cmd += ['--set', s]
+    print('slide:', ' '.join(cmd), flush=True)
+    log = out + '.log'
+    status, rss = run_measured(cmd, log)
+    if status != 0:
+        sys.exit(f'slide-train failed ({status}); see {log}')
+    with open(log) as f:
+        found = re.search(r'^kernels: (\S+)', f.read(), re.M)
+    kernels = found.group(1) if found else ''
+    with open(os.path.join(out, 'metrics.jsonl')) as f:
+        records = [json.loads(line) for line in f]
+    rows = []
+    for r in (r for r in records if 'p_at_1' in r):
+        rows.append(dict(common, kernels=kernels, system='slide', setting=setting,
+                         epoch=r['epoch'], train_seconds=round(r['train_seconds'], 2),
+                         p_at_1=round(r['p_at_1'], 4), p_at_3=round(r.get('p_at_3', 0), 4),
+                         p_at_5=round(r.get('p_at_5', 0), 4),
+                         predict_samples_per_s=round(common['test_samples'] / r['eval_seconds']),
+                         peak_rss_mib=round(rss)))
+        print(f"{folder}: slide ({setting}) epoch {r['epoch']}: P@1/3/5 {r['p_at_1']:.4f} "
+              f"{r.get('p_at_3', 0):.4f} {r.get('p_at_5', 0):.4f} after "
+              f"{r['train_seconds']:.1f} s, peak RSS {rss:.0f} MiB", flush=True)
+    return rows
+
+
+def run_omikuji(a, folder, work, common):
+    """Omikuji with Parabel's defaults on `folder`, in a process of its own: one CSV row."""
+    train, test = os.path.join(folder, 'train.txt'), os.path.join(folder, 'test.txt')
+    out = os.path.join(work, 'omikuji.json')
+    cmd = [sys.executable, __file__, '--omikuji-child', train, test, str(a.threads), out]
+    log = os.path.join(work, 'omikuji.log')
+    status, rss = run_measured(cmd, log)
+    if status != 0:
+        sys.exit(f'Omikuji failed ({status}); see {log} (pip install omikuji)')
+    with open(out) as f:
+        o = json.load(f)
+    print(f"{folder}: omikuji P@1/3/5 {o['p_at_1']:.4f} {o['p_at_3']:.4f} {o['p_at_5']:.4f} "
+          f"after {o['train_seconds']:.1f} s, peak RSS {rss:.0f} MiB", flush=True)
+    return dict(common, kernels='', system='omikuji', setting='parabel-defaults',
+                epoch='', train_seconds=round(o['train_seconds'], 2),
+                p_at_1=round(o['p_at_1'], 4), p_at_3=round(o['p_at_3'], 4),
+                p_at_5=round(o['p_at_5'], 4),
+                predict_samples_per_s=round(o['predict_samples_per_s']),
+                peak_rss_mib=round(rss))
+
+
+def plot(a, folder):
     """P@1 against training seconds from every row of the CSV on this run's data and label
     count, one line per system and setting (slide: one point per epoch)."""
     try:
@@ -236,8 +301,13 @@ def plot(a):
         print('no plot: pip install matplotlib')
         return
     with open(a.csv) as f:
-        rows = [r for r in csv.DictReader(f)
-                if r['data'] == a.data and r['labels'] == str(a.labels)]
+        rows = [r for r in csv.DictReader(f) if r['data'] == folder]
+    if not rows:
+        print(f'no rows on {folder} in {a.csv}: no plot')
+        return
+    labels = int(rows[0]['labels'])
+    name = os.path.basename(os.path.normpath(folder))
+    target = a.plot or os.path.join(os.path.dirname(a.csv) or '.', f'omikuji-{name}.png')
     fig, ax = plt.subplots(figsize=(7, 4.5))
     keys = dict.fromkeys((r['system'], r['setting'], r['kernels']) for r in rows)
     for colour, key in enumerate(keys):
@@ -248,20 +318,20 @@ def plot(a):
                 runs.append([])
             runs[-1].append(r)
         for i, run in enumerate(runs):
-            name = f"{key[0]} ({key[1]}{', ' + key[2] if key[2] else ''}; "
+            legend = f"{key[0]} ({key[1]}{', ' + key[2] if key[2] else ''}; "
             ax.plot([float(r['train_seconds']) for r in run],
                     [float(r['p_at_1']) for r in run], 'o-', color=f'C{colour}',
-                    label=(name + f"peak {run[-1]['peak_rss_mib']} MiB)") if i == 0 else None)
+                    label=(legend + f"peak {run[-1]['peak_rss_mib']} MiB)") if i == 0 else None)
     r = rows[0]
-    ax.set_title(f"{int(r['train_samples']):,} training samples, {a.labels:,} labels, "
+    ax.set_title(f"{name}: {int(r['train_samples']):,} training samples, {labels:,} labels, "
                  f"{r['threads']} threads, {r['cpu']}", fontsize=9)
     ax.set_xlabel('training seconds')
     ax.set_ylabel(f"exact P@1 ({int(r['test_samples']):,} test samples)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(a.plot, dpi=110)
-    print(f'plot written to {a.plot}')
+    fig.savefig(target, dpi=110)
+    print(f'plot written to {target}')
 
 
 if __name__ == '__main__':

@@ -35,12 +35,30 @@ pub fn read_xmc(path: &Path) -> Result<(SparseExamples, XmcShape), FormatError> 
     read_xmc_from(BufReader::new(file), bytes, path)
 }
 
+/// The sizes an XMC-format file declares in its header, without reading its samples (a
+/// config that leaves the label count out takes it from here).
+pub fn read_xmc_header(path: &Path) -> Result<XmcShape, FormatError> {
+    let (file, bytes) = open(path)?;
+    read_header(&mut BufReader::new(file), bytes, path)
+}
+
 /// [`read_xmc`] of `bytes` bytes from `reader`; `path` names the source in errors.
 pub fn read_xmc_from(
     mut reader: impl BufRead,
     bytes: u64,
     path: &Path,
 ) -> Result<(SparseExamples, XmcShape), FormatError> {
+    let shape = read_header(&mut reader, bytes, path)?;
+    let data = read_lines(path, reader, shape, 2, Some(shape.points))?;
+    Ok((data, shape))
+}
+
+/// The `N D L` header line of `reader`, checked against the file's `bytes`.
+fn read_header(
+    reader: &mut impl BufRead,
+    bytes: u64,
+    path: &Path,
+) -> Result<XmcShape, FormatError> {
     let mut line = String::new();
     let err = |line: usize, problem: String| FormatError::Line {
         path: path.to_path_buf(),
@@ -80,8 +98,7 @@ pub fn read_xmc_from(
         labels: parse("labels", fields[2])?,
     };
     check_shape(shape, bytes).map_err(|p| err(1, p))?;
-    let data = read_lines(path, reader, shape, 2, Some(shape.points))?;
-    Ok((data, shape))
+    Ok(shape)
 }
 
 /// Reads a header-less LIBSVM multi-label file whose ids must be below `features` and

@@ -4,6 +4,7 @@
 mod legacy;
 mod network;
 mod sections;
+mod sizes;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -76,6 +77,7 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Config> {
         apply_override(&mut value, item)?;
     }
     let notes = legacy::upgrade(&mut value).with_context(|| format!("{}", path.display()))?;
+    sizes::fill_output_size(&mut value).with_context(|| format!("{}", path.display()))?;
     let mut config: Config = Config::deserialize(value)
         .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), one_line(&e.to_string())))?;
     config.notes = notes;

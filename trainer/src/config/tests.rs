@@ -5,7 +5,8 @@ use super::*;
 use slide::config::fnv1a;
 use slide::{NetworkConfig, Precision};
 
-/// Every shipped config parses and passes validation (data files are not needed for that).
+/// Every shipped config parses and passes validation (data files are not needed for that:
+/// a config that takes its output size from the data's header is given `data.labels`).
 #[test]
 fn shipped_configs_are_valid() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
@@ -13,7 +14,9 @@ fn shipped_configs_are_valid() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
-            let config = load(&path, &[]).unwrap_or_else(|e| panic!("{e:#}"));
+            let config = load(&path, &[])
+                .or_else(|_| load(&path, &["data.labels=1000".into()]))
+                .unwrap_or_else(|e| panic!("{e:#}"));
             checked += 1;
             if let Some(memory) = config.memory {
                 // A layer of the training samples: no network layers.
@@ -31,6 +34,39 @@ fn shipped_configs_are_valid() {
         }
     }
     assert!(checked >= 6, "only {checked} configs");
+}
+
+/// An output layer without `size` takes the label count: from `data.labels`, else from the
+/// XMC training file's header; a missing file is named, with the key being filled.
+#[test]
+fn the_output_size_comes_from_the_data() {
+    let dir = std::env::temp_dir().join(format!("slide-sizes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let train = dir.join("train.txt");
+    std::fs::write(&train, "2 5 37\n0 1:1\n36 4:0.5\n").unwrap();
+    let text = |data: &str| {
+        format!(
+            "[data]\nformat = \"xmc\"\ntrain = \"{}\"\ntest = \"{}\"\n{data}\n\
+             [[network.layers]]\nsize = 8\nactivation = \"relu\"\n\
+             [[network.layers]]\nactivation = \"sigmoid\"\n",
+            train.display(),
+            train.display()
+        )
+    };
+    let path = Path::new("sizes.toml");
+    let from_header = parse(&text(""), path, &[]).unwrap();
+    assert_eq!(from_header.network.layers[1].out_dim, 37);
+    assert_eq!(from_header.network.layers[0].out_dim, 8);
+    let declared = parse(&text("labels = 12"), path, &[]).unwrap();
+    assert_eq!(declared.network.layers[1].out_dim, 12);
+    let given = parse(&text(""), path, &["network.layers.1.size=5".into()]).unwrap();
+    assert_eq!(given.network.layers[1].out_dim, 5);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let err = format!("{:#}", parse(&text(""), path, &[]).unwrap_err());
+    assert!(
+        err.contains("network.layers[1].size is left out") && err.contains("train.txt"),
+        "{err}"
+    );
 }
 
 #[test]

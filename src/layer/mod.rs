@@ -213,14 +213,7 @@ impl SparseLayer {
             params,
             moments: config.moments,
             weights: config.weights,
-            bias: vec![
-                std::env::var("SLIDE_BIAS_HACK")
-                    .ok()
-                    .filter(|_| config.activation == Activation::Sigmoid)
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0.0);
-                out_dim
-            ],
+            bias: vec![0.0; out_dim],
             row_steps: vec![0; rows],
             bias_m: vec![0.0; out_dim],
             bias_v: vec![0.0; out_dim],

@@ -85,7 +85,8 @@ pub struct LshConfig {
     /// sample gets the same shared negatives. At the Amazon-670K shape 2,048 (with
     /// `shared_shift` 0.5) raised exact P@1 after 3 epochs by 2.35 / 3.15 points (seeds 1 /
     /// 2) and LSH-mode P@1 from about 0.19 to 0.43: docs/accuracy.md, "Per-sample shared
-    /// negatives from a pool".
+    /// negatives from a pool". Read from a config file with the layer's width, a pool
+    /// wider than the layer is the whole layer, so one recipe serves any label count.
     pub shared_pool: usize,
     /// Training steps between two scorings of every neuron for the batch's mean input,
     /// which choose the shared negatives (or their pool) anew; in between they are
@@ -381,7 +382,9 @@ impl LshSpec {
             log_q: spec.log_q,
             shared_negatives: spec.shared_negatives,
             shared_shift: spec.shared_shift,
-            shared_pool: spec.shared_pool,
+            // A pool at least as wide as the layer is every output (a recipe made for
+            // 670K labels runs on 591).
+            shared_pool: width.map_or(spec.shared_pool, |w| spec.shared_pool.min(w)),
             shared_refresh: spec.shared_refresh,
             center_queries: spec.center_queries,
             picks: spec.picks,

@@ -124,8 +124,9 @@ fn overrides_reach_tables_and_list_entries() {
 }
 
 /// The shared negatives' shift, pool and refresh period reach the core's LSH config
-/// (the period is 8 steps unless set); a shift outside [0, 1], a pool wider than the
-/// layer or a period of 0 is refused when the config is loaded.
+/// (the period is 8 steps unless set); a pool wider than the layer is the whole layer (one
+/// recipe for any label count); a shift outside [0, 1] or a period of 0 is refused when the
+/// config is loaded.
 #[test]
 fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
@@ -156,12 +157,11 @@ fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
         format!("{err:#}").contains("family \"weighted_minhash\" hashes a memory's sparse units"),
         "{err:#}"
     );
-    let err = load(&path, &["network.layers.1.lsh.shared_pool=700000".into()]).unwrap_err();
-    assert!(
-        format!("{err:#}")
-            .ends_with("shared_pool (700000) must be at most the layer's 670091 neurons"),
-        "{err:#}"
-    );
+    let whole = load(&path, &["network.layers.1.lsh.shared_pool=700000".into()]).unwrap();
+    let lsh = whole.network(135_909, 20_000).layers[1].lsh.unwrap();
+    assert_eq!(lsh.shared_pool, 670_091);
+    let small = load(&path, &["network.layers.1.size=591".into()]).unwrap();
+    assert_eq!(small.network.layers[1].lsh.unwrap().shared_pool, 591);
 }
 
 /// The warm-up's random negatives reach the core's LSH config (the shipped 128 for half

@@ -16,6 +16,8 @@ every test sample after each epoch: P@1 / P@3 / P@5, training seconds. Settings 
     wd=0             decoupled weight decay (AdamW)
     cos=1            cosine learning-rate decay
     bf16=0           bf16 autocast (CUDA)
+    seeds=1          an ensemble of this many networks (seeds seed, seed+1, ...), trained
+                     side by side on the same batches, scored by their mean probability
 
 Not part of the build or CI; needs torch and numpy. Example:
     python3 benches/pytorch/xmc_sweep.py --data datasets/real/deb-deps \
@@ -59,7 +61,7 @@ def read_xmc(path):
 
 
 DEFAULTS = dict(hidden=1024, loss='softmax', lr=0.004, epochs=10, batch=128, dropout=0.0,
-                init=1.0, wd=0.0, cos=1, bf16=0)
+                init=1.0, wd=0.0, cos=1, bf16=0, seeds=1)
 
 
 def parse_setting(text):
@@ -127,31 +129,43 @@ class Model(torch.nn.Module):
         return self.out(self.drop(torch.relu(h)))
 
 
-def precision(model, batches, n, k=5):
+def precision(models, batches, n, loss, k=5):
     hits = np.zeros(3)
-    model.eval()
+    for model in models:
+        model.eval()
     with torch.no_grad():
         for s in range(0, n, 1024):
             ids = np.arange(s, min(s + 1024, n))
-            top = model(*batches.inputs(ids)).topk(k, dim=1).indices.cpu().numpy()
+            x = batches.inputs(ids)
+            if len(models) == 1:
+                scores = models[0](*x)
+            elif loss == 'softmax':
+                scores = sum(torch.softmax(m(*x).float(), 1) for m in models)
+            else:
+                scores = sum(torch.sigmoid(m(*x).float()) for m in models)
+            top = scores.topk(k, dim=1).indices.cpu().numpy()
             for j, row in zip(ids, top):
                 truth = set(batches.labs[j])
                 got = [int(x) in truth for x in row]
                 hits += [got[0], sum(got[:3]) / 3, sum(got[:5]) / 5]
-    model.train()
+    for model in models:
+        model.train()
     return hits / max(n, 1)
 
 
 def run(setting, data, train, test, device, seed, writer, common):
     s = parse_setting(setting)
-    torch.manual_seed(seed)
     features, labels = data
-    model = Model(features, labels, s).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=s['lr'], weight_decay=s['wd'])
+    models, opts, scheds = [], [], []
     n = len(train.labs)
     steps = s['epochs'] * math.ceil(n / s['batch'])
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda t: 0.5 * (1 + math.cos(math.pi * min(t, steps) / steps)) if s['cos'] else 1.0)
+    for member in range(s['seeds']):
+        torch.manual_seed(seed + member)
+        models.append(Model(features, labels, s).to(device))
+        opts.append(torch.optim.AdamW(models[-1].parameters(), lr=s['lr'], weight_decay=s['wd']))
+        scheds.append(torch.optim.lr_scheduler.LambdaLR(
+            opts[-1],
+            lambda t: 0.5 * (1 + math.cos(math.pi * min(t, steps) / steps)) if s['cos'] else 1.0))
     rng = np.random.default_rng(seed)
     seconds, best = 0.0, (0, 0)
     for epoch in range(1, s['epochs'] + 1):
@@ -163,22 +177,23 @@ def run(setting, data, train, test, device, seed, writer, common):
             ids = order[b:b + s['batch']]
             x = train.inputs(ids)
             target = train.targets(ids, s['loss'])
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bool(s['bf16'])):
-                logits = model(*x)
-            logits = logits.float()
-            if s['loss'] == 'softmax':
-                loss = -(target * torch.log_softmax(logits, 1)).sum(1).mean()
-            else:
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                    logits, target, reduction='sum') / len(ids)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
+            for model, opt, sched in zip(models, opts, scheds):
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bool(s['bf16'])):
+                    logits = model(*x)
+                logits = logits.float()
+                if s['loss'] == 'softmax':
+                    loss = -(target * torch.log_softmax(logits, 1)).sum(1).mean()
+                else:
+                    loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                        logits, target, reduction='sum') / len(ids)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sched.step()
         if device.type == 'cuda':
             torch.cuda.synchronize()
         seconds += time.perf_counter() - started
-        p = precision(model, test, len(test.labs))
+        p = precision(models, test, len(test.labs), s['loss'])
         best = max(best, (p[0], epoch))
         print(f'{setting:45s} epoch {epoch:2d}: P@1/3/5 {p[0]:.4f} {p[1]:.4f} {p[2]:.4f} '
               f'after {seconds:.1f} s ({epoch * n / seconds:.0f} samples/s), '

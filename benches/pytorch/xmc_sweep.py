@@ -12,6 +12,8 @@ every test sample after each epoch: P@1 / P@3 / P@5, training seconds. Settings 
     epochs=10        epochs
     batch=128        batch size
     dropout=0        dropout on the hidden layer
+    indrop=0         dropout on the input features (each nonzero dropped in training with
+                     this probability, the rest scaled up)
     init=1.0         std of the input embedding's N(0, std) initialisation
     wd=0             decoupled weight decay (AdamW)
     cos=1            cosine learning-rate decay
@@ -61,7 +63,7 @@ def read_xmc(path):
 
 
 DEFAULTS = dict(hidden=1024, loss='softmax', lr=0.004, epochs=10, batch=128, dropout=0.0,
-                init=1.0, wd=0.0, cos=1, bf16=0, seeds=1)
+                init=1.0, wd=0.0, cos=1, bf16=0, seeds=1, indrop=0.0)
 
 
 def parse_setting(text):
@@ -176,6 +178,9 @@ def run(setting, data, train, test, device, seed, writer, common):
         for b in range(0, n, s['batch']):
             ids = order[b:b + s['batch']]
             x = train.inputs(ids)
+            if s['indrop'] > 0:
+                keep = (torch.rand_like(x[1]) >= s['indrop']).float() / (1 - s['indrop'])
+                x = (x[0], x[1] * keep, x[2])
             target = train.targets(ids, s['loss'])
             for model, opt, sched in zip(models, opts, scheds):
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bool(s['bf16'])):

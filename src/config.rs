@@ -402,7 +402,7 @@ mod tests {
             ..LshConfig::default()
         };
         let mut corrected = sigmoid.clone();
-        corrected.layers[1] = corrected.layers[1].clone().sampled(lsh);
+        corrected.layers[1] = corrected.layers[1].sampled(lsh);
         let message = corrected.validate().unwrap_err().to_string();
         assert!(message.contains("log_q"), "{message}");
         corrected.layers[1].lsh.as_mut().unwrap().log_q = false;

@@ -323,7 +323,7 @@ fn bad_input_is_a_typed_error() {
     assert_eq!(reason(config(vec![])), "network: needs at least one layer");
     assert_eq!(
         reason(config(vec![dense(5, Activation::Relu)])),
-        "output layer: must use the softmax activation"
+        "output layer: must use the softmax or the sigmoid activation"
     );
     assert_eq!(
         reason(config(vec![

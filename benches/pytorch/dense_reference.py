@@ -16,25 +16,7 @@ import time
 import numpy as np
 import torch
 
-
-def read_xmc(path, limit=None):
-    """The repository's XMC text format: a header `n features labels`, then one sample per
-    line: `l1,l2,... f:v f:v ...`."""
-    with open(path) as f:
-        _, features, labels = map(int, f.readline().split())
-        idx, val, off, labs = [], [], [0], []
-        for i, line in enumerate(f):
-            if limit is not None and i >= limit:
-                break
-            parts = line.split()
-            has_labels = parts and ':' not in parts[0]
-            labs.append([int(x) for x in parts[0].split(',')] if has_labels else [])
-            for token in parts[1:] if has_labels else parts:
-                k, v = token.split(':')
-                idx.append(int(k))
-                val.append(float(v))
-            off.append(len(idx))
-    return features, labels, (np.array(idx), np.array(val, dtype=np.float32), np.array(off)), labs
+from xmc_sweep import read_xmc  # the same folder
 
 
 def main():

@@ -42,13 +42,16 @@ def open_text(path):
     return gzip.open(path, 'rt') if path.endswith('.gz') else open(path)
 
 
-def read_xmc(path):
-    """The XMC text format: a header `n features labels`, then `l1,l2 f:v f:v ...`.
-    Returns (features, labels, (indices, values, offsets), label lists)."""
+def read_xmc(path, limit=None):
+    """The XMC text format (plain or gzipped): a header `n features labels`, then
+    `l1,l2 f:v f:v ...`; the first `limit` samples, or all. Returns (features, labels,
+    (indices, values, offsets), label lists)."""
     with open_text(path) as f:
         _, features, labels = map(int, f.readline().split())
         idx, val, off, labs = [], [], [0], []
-        for line in f:
+        for i, line in enumerate(f):
+            if limit is not None and i >= limit:
+                break
             parts = line.split()
             has_labels = parts and ':' not in parts[0]
             labs.append([int(x) for x in parts[0].split(',')] if has_labels else [])

@@ -41,6 +41,7 @@
 //! # Ok::<(), slide::SlideError>(())
 //! ```
 
+mod activation;
 mod block;
 pub mod config;
 #[cfg(feature = "ablations")]

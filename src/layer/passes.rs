@@ -4,6 +4,7 @@
 
 use slide_lsh::{CodeBuffer, HashFamily, SampleCounts, Sampling, Vector};
 
+use super::activation::{sigmoid, softmax_in_place};
 use super::trace::SelectScratch;
 use super::{
     Activation, LayerTrace, LshState, Mode, SampleRng, SparseLayer, WeightLayout, rank_key,
@@ -418,29 +419,6 @@ fn log_q_shift(out_dim: usize, sources: &SampleCounts, complement: bool) -> (usi
         return (fixed, 0.0);
     }
     (fixed, ((out_dim - fixed) as f64 / drawn as f64).ln() as f32)
-}
-
-/// The logistic function `1 / (1 + e^-z)`, without overflow for any finite `z`.
-pub(crate) fn sigmoid(z: f32) -> f32 {
-    if z >= 0.0 {
-        1.0 / (1.0 + (-z).exp())
-    } else {
-        let e = z.exp();
-        e / (1.0 + e)
-    }
-}
-
-/// Numerically stable softmax; returns the largest logit and the sum of `exp(z - largest)`.
-pub(crate) fn softmax_in_place(z: &mut [f32]) -> (f32, f32) {
-    let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0f32;
-    for x in z.iter_mut() {
-        *x = (*x - max).exp();
-        sum += *x;
-    }
-    let inv = 1.0 / sum;
-    z.iter_mut().for_each(|x| *x *= inv);
-    (max, sum)
 }
 
 /// The hash codes of `input` for `lsh`'s tables (centred first if the layer centres its

@@ -1,0 +1,204 @@
+//! One sample's pass through the layers of a network: its forward pass (selection, then the
+//! active neurons of each layer), and in training the loss with the output layer's backward
+//! pass, then the backward pass through the layers below it, into its [`SampleState`].
+
+use std::ops::Range;
+use std::time::Instant;
+
+use slide_lsh::LshError;
+
+use crate::data::Examples;
+use crate::error::{Result, SlideError};
+use crate::layer::Activation;
+use crate::layer::{Mode, SelectScratch, SparseLayer, sample_rng};
+use crate::loss::output_loss;
+use crate::stats::PhaseTimes;
+use crate::top5::Top5;
+use crate::workspace::{SampleState, layer_input};
+
+/// How a batch's samples are run.
+#[derive(Clone)]
+pub(crate) struct Pass<'a> {
+    pub(crate) layers: &'a [SparseLayer],
+    pub(crate) data: &'a dyn Examples,
+    pub(crate) mode: Mode,
+    /// Stop before the output layer (exact evaluation scores it for a block at once).
+    pub(crate) hidden_only: bool,
+    /// The outputs this rank holds, as ids of the whole output layer.
+    pub(crate) outputs: Range<usize>,
+    /// Outputs of the whole layer (labels must be below).
+    pub(crate) num_labels: usize,
+    /// Whether the output layer is split between ranks.
+    pub(crate) sharded: bool,
+}
+
+impl Pass<'_> {
+    /// The forward pass of one sample; evaluation then ranks its active outputs (as ids of
+    /// this rank's slice; by probability, or with several ranks by logit, which compares
+    /// across them).
+    pub(super) fn run_forward(
+        &self,
+        sample: usize,
+        seed: u64,
+        scratch: &mut [SelectScratch],
+        state: &mut SampleState,
+    ) -> Result<()> {
+        self.forward(sample, seed, scratch, state)?;
+        if self.hidden_only || self.mode == Mode::Train {
+            return Ok(());
+        }
+        let output = &state.traces[self.layers.len() - 1];
+        let (max, sum) = output.softmax;
+        // Sigmoid outputs compare across ranks as they are; a rank's softmax, by logit.
+        let by_logit =
+            self.sharded && self.layers[self.layers.len() - 1].activation() == Activation::Softmax;
+        let mut top = Top5::EMPTY;
+        for (p, &z) in output.outputs().iter().enumerate() {
+            let score = if by_logit { max + (z * sum).ln() } else { z };
+            top.offer(score, output.id(p));
+        }
+        state.top = top;
+        Ok(())
+    }
+
+    /// Training, once `normaliser` (the largest logit and the sum of exponentials over
+    /// every rank's active outputs) is known: the sample's loss on this rank's outputs and
+    /// the output layer's part of the gradient on its input.
+    pub(super) fn run_output_backward(
+        &self,
+        sample: usize,
+        normaliser: (f32, f32),
+        state: &mut SampleState,
+    ) {
+        let started = Instant::now();
+        let last = self.layers.len() - 1;
+        let SampleState {
+            traces,
+            labels,
+            loss,
+            macs,
+            ..
+        } = state;
+        let output = &mut traces[last];
+        let activation = self.layers[last].activation();
+        if self.sharded && activation == Activation::Softmax {
+            // This rank's probabilities were normalised over its own active outputs.
+            let ((max, sum), (global_max, global_sum)) = (output.softmax, normaliser);
+            let factor = sum * (max - global_max).exp() / global_sum;
+            output.out.iter_mut().for_each(|p| *p *= factor);
+        }
+        *loss = output_loss(activation, output, labels, self.data.labels(sample).len());
+        if last > 0 {
+            let (below, here) = traces.split_at_mut(last);
+            let prev = &mut below[last - 1];
+            let mut delta = std::mem::take(&mut prev.delta);
+            *macs += self.layers[last].input_gradient(&here[0], prev.as_input(), &mut delta);
+            prev.delta = delta;
+        }
+        state.times.backward += started.elapsed();
+    }
+
+    /// Training, once the gradient on the output layer's input is summed over the ranks:
+    /// the backward pass through the layers below it.
+    pub(super) fn run_hidden_backward(&self, state: &mut SampleState) {
+        let started = Instant::now();
+        let last = self.layers.len() - 1;
+        for l in (1..=last).rev() {
+            let (below, here) = state.traces.split_at_mut(l);
+            let prev = &mut below[l - 1];
+            if l < last {
+                let mut delta = std::mem::take(&mut prev.delta);
+                state.macs += self.layers[l].input_gradient(&here[0], prev.as_input(), &mut delta);
+                prev.delta = delta;
+            }
+            self.layers[l - 1].activation_gradient(prev);
+        }
+        state.times.backward += started.elapsed();
+    }
+
+    /// Checks the sample and runs its forward pass through every layer (but the output
+    /// layer with `hidden_only`).
+    fn forward(
+        &self,
+        sample: usize,
+        seed: u64,
+        scratch: &mut [SelectScratch],
+        state: &mut SampleState,
+    ) -> Result<()> {
+        let input = self.data.input(sample);
+        self.layers[0].check_input(sample, input)?;
+        let labels = self.data.labels(sample);
+        let last = self.layers.len() - 1;
+        let num_labels = self.num_labels;
+        if let Some(&label) = labels.iter().find(|&&y| y as usize >= num_labels) {
+            return Err(SlideError::LabelOutOfRange {
+                sample,
+                label,
+                num_labels,
+            });
+        }
+        if self.mode == Mode::Train && labels.is_empty() {
+            return Err(SlideError::NoLabels { sample });
+        }
+        let mut rng = sample_rng(seed);
+        let SampleState {
+            traces,
+            labels: local,
+            macs,
+            times,
+            ..
+        } = state;
+        local.clear();
+        let first = self.outputs.start as u32;
+        local.extend(
+            labels
+                .iter()
+                .filter(|&&y| self.outputs.contains(&(y as usize)))
+                .map(|&y| y - first),
+        );
+        traces.resize_with(self.layers.len(), Default::default);
+        *macs = 0;
+        *times = PhaseTimes::default();
+        let run = if self.hidden_only { last } else { last + 1 };
+        for (l, layer) in self.layers.iter().enumerate().take(run) {
+            let (below, here) = traces.split_at_mut(l);
+            let x = layer_input(below, l, self.data, sample);
+            let forced: &[u32] = if l == last { local } else { &[] };
+            let started = Instant::now();
+            // Exact evaluation computes every output but keeps the hidden layers' sampling,
+            // which is part of how the network was trained to compute.
+            let layer_mode = match self.mode {
+                Mode::EvalExact if l == last => Mode::EvalDense,
+                Mode::EvalExact => Mode::EvalLsh,
+                other => other,
+            };
+            layer
+                .select(
+                    x,
+                    forced,
+                    layer_mode,
+                    &mut rng,
+                    &mut scratch[l],
+                    &mut here[0],
+                )
+                .map_err(|e| diverged(e, l, sample))?;
+            let selected = Instant::now();
+            *macs += layer.forward_active(x, &mut here[0]);
+            times.hashing += selected - started;
+            times.forward += selected.elapsed();
+        }
+        Ok(())
+    }
+}
+
+/// A selection error of layer `l` for `sample`: a non-finite input of a layer above the
+/// first means that the network diverged.
+pub(super) fn diverged(e: SlideError, l: usize, sample: usize) -> SlideError {
+    match e {
+        SlideError::Lsh(LshError::NonFiniteValue { .. }) if l > 0 => SlideError::Diverged {
+            layer: l - 1,
+            sample,
+        },
+        other => other,
+    }
+}

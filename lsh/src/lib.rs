@@ -57,8 +57,8 @@ pub mod vector;
 pub use autotune::{Tuned, tune_for_budget};
 pub use error::{LshError, Result};
 pub use family::{
-    CodeBuffer, DophMinHash, FamilyKind, HashFamily, LshFamily, LshParams, Projection, SimHash,
-    WeightedMinHash, Wta, WtaMode, mix64,
+    CodeBuffer, DophMinHash, FamilyKind, FamilyShape, HashFamily, LshFamily, LshParams, Projection,
+    SimHash, WeightedMinHash, Wta, WtaMode, mix64,
 };
 pub use sampling::{QueryScratch, SampleCounts, Sampling, Strategy};
 pub use tables::{

@@ -15,20 +15,22 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::seq::SliceRandom;
 
-use super::{CodeBuffer, Combiner, EMPTY, HashFamily, LshParams, check_dim, densify, mix64};
+use super::buffer::CodeBuffer;
+use super::densify::{EMPTY, densify};
+use super::hash_family::HashFamily;
+use super::mix::mix64;
+use super::params::LshParams;
+use super::shape::FamilyShape;
 use crate::error::{Result, invalid};
 use crate::vector::Vector;
 
 /// Densified one-permutation MinHash. Build with [`DophMinHash::new`].
 #[derive(Debug, Clone)]
 pub struct DophMinHash {
-    dim: usize,
-    params: LshParams,
-    bits: u32,
+    shape: FamilyShape,
     /// Width of each bin in permuted coordinates, `ceil(dim / (K * L))`.
     width: u32,
     permutation: Vec<u32>,
-    combiner: Combiner,
     salt: u64,
 }
 
@@ -38,40 +40,28 @@ impl DophMinHash {
     /// Meaningful for inputs much sparser than `dim`: a set holding every coordinate, like a
     /// dense vector without zeros, has the same MinHash under every permutation.
     pub fn new(dim: usize, params: LshParams, bits: u32, seed: u64) -> Result<Self> {
-        params.validate()?;
-        check_dim(dim)?;
+        let shape = FamilyShape::new(dim, params, bits, seed)?;
         check_bits(bits)?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(seed ^ 0x004d_494e_4841_5348));
         let mut permutation: Vec<u32> = (0..dim as u32).collect();
         permutation.shuffle(&mut rng);
         Ok(DophMinHash {
-            dim,
-            params,
-            bits,
+            shape,
             width: dim.div_ceil(params.num_hashes()) as u32,
             permutation,
-            combiner: Combiner::new(params, bits, seed),
             salt: mix64(seed ^ 0x646f_7068_2064_656e),
         })
     }
 }
 
 impl HashFamily for DophMinHash {
-    fn dim(&self) -> usize {
-        self.dim
-    }
-
-    fn params(&self) -> LshParams {
-        self.params
-    }
-
-    fn bits_per_code(&self) -> u32 {
-        self.bits
+    fn shape(&self) -> &FamilyShape {
+        &self.shape
     }
 
     fn raw_hashes<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
-        x.validate(self.dim)?;
-        let num_bins = self.params.num_hashes();
+        x.validate(self.shape.dim())?;
+        let num_bins = self.shape.params().num_hashes();
         buf.aux.clear();
         buf.aux.resize(num_bins, EMPTY);
         let minimum = &mut buf.aux[..];
@@ -83,11 +73,6 @@ impl HashFamily for DophMinHash {
         buf.raw.resize(num_bins, 0);
         densify(&buf.aux, &mut buf.raw, self.salt);
         Ok(&buf.raw)
-    }
-
-    fn hash<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
-        self.raw_hashes(x, buf)?;
-        Ok(self.combiner.combine(buf))
     }
 }
 

@@ -6,7 +6,12 @@
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
-use super::{CodeBuffer, Combiner, HashFamily, LshParams, by_coordinate, check_dim, mix64};
+use super::buffer::CodeBuffer;
+use super::hash_family::HashFamily;
+use super::incidence::by_coordinate;
+use super::mix::mix64;
+use super::params::LshParams;
+use super::shape::FamilyShape;
 use crate::error::{Result, invalid};
 use crate::vector::Vector;
 
@@ -38,9 +43,7 @@ pub enum Projection {
 /// its nonzero count.
 #[derive(Debug, Clone)]
 pub struct SimHash {
-    dim: usize,
-    params: LshParams,
-    combiner: Combiner,
+    shape: FamilyShape,
     layout: Layout,
 }
 
@@ -65,8 +68,7 @@ const DENSE_COLUMNS_MAX: usize = 1 << 22;
 impl SimHash {
     /// Draws `K * L` directions for `dim`-dimensional inputs from `seed`.
     pub fn new(dim: usize, params: LshParams, projection: Projection, seed: u64) -> Result<Self> {
-        params.validate()?;
-        check_dim(dim)?;
+        let shape = FamilyShape::new(dim, params, 1, seed)?;
         let num_hashes = params.num_hashes();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(seed ^ 0x0053_494d_4841_5348));
         let layout = match projection {
@@ -125,12 +127,7 @@ impl SimHash {
                 Layout::Columns { columns }
             }
         };
-        Ok(SimHash {
-            dim,
-            params,
-            combiner: Combiner::new(params, 1, seed),
-            layout,
-        })
+        Ok(SimHash { shape, layout })
     }
 }
 
@@ -145,21 +142,13 @@ fn standard_normal_pair(rng: &mut Xoshiro256PlusPlus) -> (f32, f32) {
 }
 
 impl HashFamily for SimHash {
-    fn dim(&self) -> usize {
-        self.dim
-    }
-
-    fn params(&self) -> LshParams {
-        self.params
-    }
-
-    fn bits_per_code(&self) -> u32 {
-        1
+    fn shape(&self) -> &FamilyShape {
+        &self.shape
     }
 
     fn raw_hashes<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
-        x.validate(self.dim)?;
-        let num_hashes = self.params.num_hashes();
+        x.validate(self.shape.dim())?;
+        let num_hashes = self.shape.params().num_hashes();
         buf.acc.clear();
         buf.acc.resize(num_hashes, 0.0);
         let acc = &mut buf.acc[..];
@@ -182,11 +171,6 @@ impl HashFamily for SimHash {
         buf.raw.clear();
         buf.raw.extend(buf.acc.iter().map(|&a| u32::from(a > 0.0)));
         Ok(&buf.raw)
-    }
-
-    fn hash<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
-        self.raw_hashes(x, buf)?;
-        Ok(self.combiner.combine(buf))
     }
 }
 

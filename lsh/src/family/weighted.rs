@@ -22,7 +22,11 @@
 //!
 //! [`DophMinHash`]: super::DophMinHash
 
-use super::{CodeBuffer, Combiner, HashFamily, LshParams, check_dim, mix64};
+use super::buffer::CodeBuffer;
+use super::hash_family::HashFamily;
+use super::mix::mix64;
+use super::params::LshParams;
+use super::shape::FamilyShape;
 use crate::error::{Result, invalid};
 use crate::vector::Vector;
 
@@ -32,24 +36,20 @@ pub const MAX_DRAWS: usize = 1 << 28;
 /// Weighted MinHash (exponential races). Build with [`WeightedMinHash::new`].
 #[derive(Debug, Clone)]
 pub struct WeightedMinHash {
-    dim: usize,
-    params: LshParams,
-    bits: u32,
+    shape: FamilyShape,
     /// Coordinate-major: `draws[i * K * L + j]` is `ln E_j(i)`, so an input's nonzero reads
     /// one contiguous row. The race is run in logarithms, `ln E_j(i) - 2 ln |x_i|`, which
     /// orders the coordinates as `E_j(i) / x_i^2` does for every finite nonzero value
     /// (the quotient itself overflows or vanishes in `f32` for values beyond about 1e19 or
     /// below 1e-19).
     draws: Vec<f32>,
-    combiner: Combiner,
 }
 
 impl WeightedMinHash {
     /// Draws the races for `dim`-dimensional inputs from `seed`. Fails when `dim * K * L`
     /// exceeds 2^28 draws.
     pub fn new(dim: usize, params: LshParams, seed: u64) -> Result<Self> {
-        params.validate()?;
-        check_dim(dim)?;
+        let shape = FamilyShape::new(dim, params, bits_for(dim), seed)?;
         let hashes = params.num_hashes();
         if dim.saturating_mul(hashes) > MAX_DRAWS {
             return Err(invalid(
@@ -63,14 +63,7 @@ impl WeightedMinHash {
         for i in 0..dim as u64 {
             draws.extend((0..hashes as u64).map(|j| exponential(salt, j, i).ln()));
         }
-        let bits = bits_for(dim);
-        Ok(WeightedMinHash {
-            dim,
-            params,
-            bits,
-            draws,
-            combiner: Combiner::new(params, bits, seed),
-        })
+        Ok(WeightedMinHash { shape, draws })
     }
 }
 
@@ -88,21 +81,13 @@ fn exponential(salt: u64, j: u64, i: u64) -> f32 {
 }
 
 impl HashFamily for WeightedMinHash {
-    fn dim(&self) -> usize {
-        self.dim
-    }
-
-    fn params(&self) -> LshParams {
-        self.params
-    }
-
-    fn bits_per_code(&self) -> u32 {
-        self.bits
+    fn shape(&self) -> &FamilyShape {
+        &self.shape
     }
 
     fn raw_hashes<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
-        x.validate(self.dim)?;
-        let hashes = self.params.num_hashes();
+        x.validate(self.shape.dim())?;
+        let hashes = self.shape.params().num_hashes();
         buf.acc.clear();
         buf.acc.resize(hashes, f32::INFINITY);
         buf.raw.clear();
@@ -124,11 +109,6 @@ impl HashFamily for WeightedMinHash {
         });
         // A zero vector has no race: every sub-hash stays 0, as densified families give it.
         Ok(&buf.raw)
-    }
-
-    fn hash<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
-        self.raw_hashes(x, buf)?;
-        Ok(self.combiner.combine(buf))
     }
 }
 

@@ -20,10 +20,13 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::seq::SliceRandom;
 
-use super::{
-    CodeBuffer, Combiner, EMPTY, HashFamily, LshParams, by_coordinate, check_dim, check_rows,
-    densify, mix64,
-};
+use super::buffer::CodeBuffer;
+use super::densify::{EMPTY, densify};
+use super::hash_family::{HashFamily, check_rows};
+use super::incidence::by_coordinate;
+use super::mix::mix64;
+use super::params::LshParams;
+use super::shape::FamilyShape;
 use crate::error::{Result, invalid};
 use crate::vector::Vector;
 
@@ -39,13 +42,10 @@ pub enum WtaMode {
 /// WTA or DWTA hashing. Build with [`Wta::new`].
 #[derive(Debug, Clone)]
 pub struct Wta {
-    dim: usize,
-    params: LshParams,
+    shape: FamilyShape,
     mode: WtaMode,
     bin_size: usize,
     bin_len: usize,
-    bits: u32,
-    combiner: Combiner,
     salt: u64,
     /// CSR by coordinate: the `(bin, position)` slots each coordinate occupies. Sparse
     /// inputs walk this: work proportional to their nonzeros.
@@ -73,8 +73,7 @@ impl Wta {
         mode: WtaMode,
         seed: u64,
     ) -> Result<Self> {
-        params.validate()?;
-        check_dim(dim)?;
+        let shape = FamilyShape::new(dim, params, bin_size.trailing_zeros(), seed)?;
         check_bin_size(bin_size)?;
         let num_bins = params.num_hashes();
         let bin_len = bin_size.max(dim.div_ceil(num_bins));
@@ -108,15 +107,11 @@ impl Wta {
             by_position[slot.position as usize * num_bins + slot.bin as usize] = d;
         }
         let (offsets, slots) = by_coordinate(dim, &pairs);
-        let bits = bin_size.trailing_zeros();
         Ok(Wta {
-            dim,
-            params,
+            shape,
             mode,
             bin_size,
             bin_len,
-            bits,
-            combiner: Combiner::new(params, bits, seed),
             salt: mix64(seed ^ 0x6477_7461_2064_656e),
             offsets,
             slots,
@@ -141,21 +136,13 @@ impl Wta {
 }
 
 impl HashFamily for Wta {
-    fn dim(&self) -> usize {
-        self.dim
-    }
-
-    fn params(&self) -> LshParams {
-        self.params
-    }
-
-    fn bits_per_code(&self) -> u32 {
-        self.bits
+    fn shape(&self) -> &FamilyShape {
+        &self.shape
     }
 
     fn raw_hashes<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
-        x.validate(self.dim)?;
-        let num_bins = self.params.num_hashes();
+        x.validate(self.shape.dim())?;
+        let num_bins = self.shape.params().num_hashes();
         buf.aux.clear();
         buf.aux.resize(num_bins, EMPTY);
         match x {
@@ -202,11 +189,6 @@ impl HashFamily for Wta {
         Ok(&buf.raw)
     }
 
-    fn hash<'b>(&self, x: Vector<'_>, buf: &'b mut CodeBuffer) -> Result<&'b [u32]> {
-        self.raw_hashes(x, buf)?;
-        Ok(self.combiner.combine(buf))
-    }
-
     /// Hashes `LANES` rows at a time: their coordinates are transposed into a small
     /// coordinate-major block (zeros replaced by `-inf`, which never wins), so each bin's
     /// running maximum over its positions is one select per position for all the rows at
@@ -221,7 +203,8 @@ impl HashFamily for Wta {
         out: &mut [u32],
     ) -> Result<()> {
         check_rows(self, matrix, row_stride, count, out.len())?;
-        let (dim, l, num_bins) = (self.dim, self.params.l, self.params.num_hashes());
+        let (dim, params) = (self.shape.dim(), self.shape.params());
+        let (l, num_bins) = (params.l, params.num_hashes());
         buf.acc.resize(dim * LANES, f32::NEG_INFINITY);
         buf.aux.resize(num_bins * LANES, EMPTY);
         for (block, block_out) in out[..count * l].chunks_mut(LANES * l).enumerate() {
@@ -280,15 +263,18 @@ impl HashFamily for Wta {
                     buf.aux[b * LANES + lane] = r;
                 }
             }
-            self.combiner
-                .combine_lanes(&buf.aux[..num_bins * LANES], rows, block_out);
+            self.shape.combiner().combine_lanes::<LANES>(
+                &buf.aux[..num_bins * LANES],
+                rows,
+                block_out,
+            );
         }
         Ok(())
     }
 }
 
 /// Rows [`Wta::hash_rows`] hashes together, one per lane of its running maxima.
-pub(super) const LANES: usize = 16;
+const LANES: usize = 16;
 
 impl Wta {
     /// Raw sub-hashes from each bin's winning position (`EMPTY` for an empty bin).

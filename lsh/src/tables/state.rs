@@ -3,7 +3,8 @@
 //! [`HashTables::read_state`]), which is what keeps a checkpoint of 50 tables over 670,091
 //! ids from holding a second copy of them in memory.
 
-use super::{Bucket, HashTables, table_rng};
+use super::hash_tables::HashTables;
+use super::table::{Bucket, table_rng};
 use crate::error::{LshError, invalid};
 
 /// Everything [`HashTables`] hold, in plain arrays, for checkpoints: restoring it gives

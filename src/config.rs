@@ -6,8 +6,16 @@ use crate::layer::{Activation, BlockLayout, LayerConfig, LshConfig, Precision, W
 use crate::optimizer::AdamConfig;
 
 /// When LSH tables are rebuilt from the moving weights.
+///
+/// With the `serde` feature it reads a config file's `[train]` keys `rebuild_every` (steps
+/// before the first rebuild, default 50) and `rebuild_growth` (each period's factor over
+/// the previous one, default 1: a fixed period).
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(from = "RebuildKeys", into = "RebuildKeys")
+)]
 pub enum RebuildSchedule {
     /// After every `every` steps.
     Fixed {
@@ -24,22 +32,79 @@ pub enum RebuildSchedule {
     },
 }
 
+impl Default for RebuildSchedule {
+    /// A rebuild every 50 steps.
+    fn default() -> Self {
+        RebuildSchedule::Fixed { every: 50 }
+    }
+}
+
+/// The keys a config file spells a [`RebuildSchedule`] with.
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize, serde::Serialize)]
+#[serde(default)]
+struct RebuildKeys {
+    rebuild_every: u64,
+    rebuild_growth: f64,
+}
+
+#[cfg(feature = "serde")]
+impl Default for RebuildKeys {
+    fn default() -> Self {
+        RebuildSchedule::default().into()
+    }
+}
+
+#[cfg(feature = "serde")]
+impl From<RebuildKeys> for RebuildSchedule {
+    /// A growth of exactly 1 is a fixed period; any other is checked by
+    /// [`RebuildSchedule::validate`].
+    fn from(keys: RebuildKeys) -> Self {
+        if keys.rebuild_growth == 1.0 {
+            RebuildSchedule::Fixed {
+                every: keys.rebuild_every,
+            }
+        } else {
+            RebuildSchedule::Exponential {
+                first: keys.rebuild_every,
+                growth: keys.rebuild_growth,
+            }
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl From<RebuildSchedule> for RebuildKeys {
+    fn from(schedule: RebuildSchedule) -> Self {
+        match schedule {
+            RebuildSchedule::Fixed { every } => RebuildKeys {
+                rebuild_every: every,
+                rebuild_growth: 1.0,
+            },
+            RebuildSchedule::Exponential { first, growth } => RebuildKeys {
+                rebuild_every: first,
+                rebuild_growth: growth,
+            },
+        }
+    }
+}
+
 impl RebuildSchedule {
     /// Checks that periods are at least one step and growth is finite and at least 1.
     pub fn validate(&self) -> Result<()> {
         match *self {
             RebuildSchedule::Fixed { every: 0 } | RebuildSchedule::Exponential { first: 0, .. } => {
                 Err(config_error(
-                    "rebuild schedule",
-                    "period must be at least 1 step",
+                    "rebuild_every",
+                    "the period must be at least 1 step",
                 ))
             }
             RebuildSchedule::Exponential { growth, .. }
                 if !(growth.is_finite() && growth >= 1.0) =>
             {
                 Err(config_error(
-                    "rebuild schedule",
-                    "growth must be a finite number >= 1",
+                    "rebuild_growth",
+                    "must be a finite number >= 1",
                 ))
             }
             _ => Ok(()),
@@ -86,7 +151,7 @@ impl NetworkConfig {
             input_dim,
             layers,
             adam: AdamConfig::default(),
-            rebuild: RebuildSchedule::Fixed { every: 50 },
+            rebuild: RebuildSchedule::default(),
             seed: 0,
         }
     }

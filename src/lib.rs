@@ -68,7 +68,6 @@ pub mod formats;
 pub mod kernels;
 pub mod layer;
 mod loss;
-pub mod memory;
 pub mod network;
 pub mod optimizer;
 pub mod rows;
@@ -80,14 +79,14 @@ pub mod workspace;
 pub use config::{NetworkConfig, RebuildSchedule};
 pub use data::{DenseExamples, Examples, SparseExamples};
 pub use error::{Result, SlideError};
-pub use eval::EVAL_BLOCK;
+pub use eval::{EVAL_BLOCK, EvalOptions, EvalPrecision};
+pub use kernels::describe as describe_kernels;
 pub use layer::{
     Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
     Picks, Precision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, Warmup,
     WarmupLength, WeightLayout, sample_rng,
 };
-pub use memory::{Memory, MemoryConfig, MemoryScratch};
-pub use network::{EvalPrecision, Network, NetworkState, StateScalars};
+pub use network::{Network, NetworkState, StateScalars};
 pub use optimizer::{
     Adam, AdamConfig, BiasCorrection, Decay, LayerGradients, LrSchedule, UpdateCounts,
     UpdateScratch,

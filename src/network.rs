@@ -44,38 +44,6 @@ pub struct StateScalars {
     pub generations: Vec<Option<u64>>,
 }
 
-/// How exact evaluation scores every output of the output layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Deserialize, serde::Serialize),
-    serde(rename_all = "kebab-case")
-)]
-pub enum EvalPrecision {
-    /// f32 products (matrixmultiply's sgemm).
-    #[default]
-    F32,
-    /// Inputs and weights rounded to BF16, products summed in f32 by AVX512-BF16's
-    /// `vdpbf16ps` (twice the multiply-adds per instruction); the weights are converted a
-    /// block of rows at a time, so it needs no second copy of the layer. Scores differ from
-    /// f32 ones by BF16's rounding of each factor (about 0.4%), which can swap near ties.
-    Bf16,
-}
-
-impl EvalPrecision {
-    /// Checks that this CPU can score in this precision ([`Bf16`](Self::Bf16) needs
-    /// AVX512-BF16).
-    pub fn validate(self) -> Result<()> {
-        if self == EvalPrecision::Bf16 && !crate::kernels::has_bf16_dot() {
-            return Err(config_error(
-                "eval precision",
-                "BF16 scoring needs a CPU with AVX512-BF16",
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// Where training stands: steps taken and the rebuild schedule's position.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Progress {
@@ -102,15 +70,6 @@ pub struct Network {
     layers: Vec<SparseLayer>,
     adam: Adam,
     pub(crate) schedule: Progress,
-    /// How exact evaluation scores every output.
-    pub(crate) eval_precision: EvalPrecision,
-    /// Outputs of the batch pool LSH-mode evaluation scores beside the tables' picks (0:
-    /// none; see [`set_eval_pool`](Self::set_eval_pool)).
-    pub(crate) eval_pool: usize,
-    /// With a batch pool, the table picks LSH-mode evaluation scores per sample: the
-    /// outputs found in the most tables (`None`: the layer's own sampling; see
-    /// [`set_eval_picks`](Self::set_eval_picks)).
-    pub(crate) eval_picks: Option<usize>,
     /// Tells workspaces which network they were sized for.
     id: u64,
     /// The ranks this network's output layer is split between ([`Local`]: one).
@@ -120,61 +79,6 @@ pub struct Network {
 }
 
 impl Network {
-    /// Sets how [`Mode::EvalExact`](crate::Mode::EvalExact) scores every output of the
-    /// output layer ([`EvalPrecision::F32`] unless set). [`EvalPrecision::Bf16`] needs a CPU
-    /// with AVX512-BF16 (an error otherwise).
-    pub fn set_eval_precision(&mut self, precision: EvalPrecision) -> Result<()> {
-        precision.validate()?;
-        self.eval_precision = precision;
-        Ok(())
-    }
-
-    /// How exact evaluation scores every output (see [`set_eval_precision`](Self::set_eval_precision)).
-    pub fn eval_precision(&self) -> EvalPrecision {
-        self.eval_precision
-    }
-
-    /// Sets how many outputs LSH-mode evaluation and prediction
-    /// ([`Mode::EvalLsh`](crate::Mode::EvalLsh)) score for each sample beside those its
-    /// tables pick: the `pool` outputs that score highest for the mean input of each group
-    /// of [`POOL_GROUP`](crate::eval::POOL_GROUP) samples, an evaluation block (one full
-    /// scoring of the output layer per group). The tables are then queried without the
-    /// shared negatives, and a pick in the pool is scored once ([`set_eval_picks`](Self::set_eval_picks)
-    /// says how many picks). 0 (the default): the tables' picks only, with the shared
-    /// negatives. Applies to a sampled, neuron-major output layer; a pool wider than the
-    /// layer scores every output.
-    pub fn set_eval_pool(&mut self, pool: usize) {
-        self.eval_pool = pool;
-    }
-
-    /// The LSH-mode pool (see [`set_eval_pool`](Self::set_eval_pool)).
-    pub fn eval_pool(&self) -> usize {
-        self.eval_pool
-    }
-
-    /// Sets how many of its tables' picks LSH-mode evaluation with a batch pool
-    /// ([`set_eval_pool`](Self::set_eval_pool)) scores for each sample: `Some(k)`, the `k`
-    /// outputs found in the most of the sample's buckets; `None` (the default), the output
-    /// layer's own sampling (its budget). Either way without the shared negatives, whose
-    /// kind the pool holds, and without scoring a pick the pool scored. Errors: `Some(0)`
-    /// (no picks: set the pool alone with a layer whose budget is 0 instead).
-    pub fn set_eval_picks(&mut self, picks: Option<usize>) -> Result<()> {
-        if picks == Some(0) {
-            return Err(crate::error::config_error(
-                "eval_picks",
-                "must be at least 1 (leave it unset for the output layer's own budget)",
-            ));
-        }
-        self.eval_picks = picks;
-        Ok(())
-    }
-
-    /// The table picks of LSH-mode evaluation with a batch pool (see
-    /// [`set_eval_picks`](Self::set_eval_picks)).
-    pub fn eval_picks(&self) -> Option<usize> {
-        self.eval_picks
-    }
-
     /// Validates `config` and builds the network (weights initialised from the seed, LSH
     /// tables built).
     pub fn new(config: NetworkConfig) -> Result<Self> {
@@ -248,9 +152,6 @@ impl Network {
                 next_rebuild: period,
                 period: period as f64,
             },
-            eval_precision: EvalPrecision::F32,
-            eval_pool: 0,
-            eval_picks: None,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             comm,
             output_range,

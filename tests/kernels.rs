@@ -245,7 +245,9 @@ fn check_scores(k: slide::kernels::Kernels, n: usize, dim: usize, rows: usize, s
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn bf16_scores_match_a_product_of_rounded_values() {
-    use slide::kernels::x86_64::{has_bf16_dot, pack_inputs_bf16, pack_rows_bf16, scores_bf16};
+    use slide::kernels::avx512_bf16::{
+        has_bf16_dot, pack_inputs_bf16, pack_rows_bf16, scores_bf16,
+    };
     if !has_bf16_dot() {
         eprintln!("no AVX512-BF16 on this CPU: not checked");
         return;

@@ -7,8 +7,8 @@ use common::*;
 use slide::Examples;
 use slide::kernels::AdamStep;
 use slide::{
-    Activation, AdamConfig, BiasCorrection, Elem, Mode, Network, NetworkConfig, Precision,
-    RebuildSchedule, SlideError, StateSource, StateTensor, StepStats,
+    Activation, AdamConfig, BiasCorrection, Elem, EvalOptions, Mode, Network, NetworkConfig,
+    Precision, RebuildSchedule, SlideError, StateSource, StateTensor, StepStats,
 };
 
 fn train(
@@ -337,7 +337,7 @@ fn bad_input_is_a_typed_error() {
     assert!(reason(config(vec![lsh_input_major])).contains("neuron-major"));
     let mut c = config(vec![dense(5, Activation::Softmax)]);
     c.adam.lr = f32::NAN;
-    assert!(reason(c).starts_with("adam: lr must be positive"));
+    assert!(reason(c).starts_with("lr: must be positive"));
 }
 
 fn rebuild_steps(schedule: RebuildSchedule, steps: usize) -> Vec<usize> {
@@ -530,7 +530,7 @@ fn predictions_are_the_best_outputs_and_agree_with_evaluation() {
     );
 }
 
-/// LSH mode with a batch pool (`Network::set_eval_pool`): a pool as wide as the output
+/// LSH mode with a batch pool (`EvalOptions::pool`): a pool as wide as the output
 /// layer scores every output, so predictions and P@1 are the exact ones (logits within
 /// 1e-4: another summation order over 32 hidden values, 2 gamma_32 = 3.8e-6 of the sum of
 /// |products|); a pool of 64 of the 300 outputs gives each sample logits that are its exact
@@ -538,15 +538,18 @@ fn predictions_are_the_best_outputs_and_agree_with_evaluation() {
 /// alone (measured: exact 1.0, tables 0.69, pool of 64 0.94).
 #[test]
 fn lsh_mode_with_a_batch_pool_scores_the_pool_beside_the_tables_picks() {
-    let (data, mut net) = trained_on_64_samples();
+    let (data, net) = trained_on_64_samples();
     let all: Vec<usize> = (0..64).collect();
     let mut ws = slide::Workspace::new();
     let exact = net.predict(&mut ws, &data, &all, Mode::EvalExact).unwrap();
     let exact_stats = net.evaluate(&mut ws, &data, &all, Mode::EvalExact).unwrap();
     let tables = net.evaluate(&mut ws, &data, &all, Mode::EvalLsh).unwrap();
-    assert_eq!(net.eval_pool(), 0);
-    net.set_eval_pool(300);
-    let pooled = net.predict(&mut ws, &data, &all, Mode::EvalLsh).unwrap();
+    assert_eq!(EvalOptions::default().pool, 0);
+    let pool = |pool| EvalOptions {
+        pool,
+        ..EvalOptions::from(Mode::EvalLsh)
+    };
+    let pooled = net.predict(&mut ws, &data, &all, pool(300)).unwrap();
     for (p, e) in pooled.iter().zip(&exact) {
         assert_eq!(p.len(), 5);
         assert_eq!(p[0].0, e[0].0, "{p:?} vs {e:?}");
@@ -554,10 +557,9 @@ fn lsh_mode_with_a_batch_pool_scores_the_pool_beside_the_tables_picks() {
             assert!((a.1 - b.1).abs() <= 1e-4, "{p:?} vs {e:?}");
         }
     }
-    let stats = net.evaluate(&mut ws, &data, &all, Mode::EvalLsh).unwrap();
+    let stats = net.evaluate(&mut ws, &data, &all, pool(300)).unwrap();
     assert_eq!(stats.precision_at_1, exact_stats.precision_at_1);
-    net.set_eval_pool(64);
-    let pooled = net.predict(&mut ws, &data, &all, Mode::EvalLsh).unwrap();
+    let pooled = net.predict(&mut ws, &data, &all, pool(64)).unwrap();
     for (&sample, (p, e)) in all.iter().zip(pooled.iter().zip(&exact)) {
         assert!(p.windows(2).all(|w| w[0].1 >= w[1].1), "{p:?}");
         assert!(p[0].1 <= e[0].1 + 1e-4, "{p:?} vs {e:?}");
@@ -570,7 +572,7 @@ fn lsh_mode_with_a_batch_pool_scores_the_pool_beside_the_tables_picks() {
             assert!((gap - (z - e[0].1)).abs() <= 1e-4, "{id}: {z} vs {e:?}");
         }
     }
-    let stats = net.evaluate(&mut ws, &data, &all, Mode::EvalLsh).unwrap();
+    let stats = net.evaluate(&mut ws, &data, &all, pool(64)).unwrap();
     eprintln!(
         "P@1 exact {} tables {} pool of 64 {}",
         exact_stats.precision_at_1, tables.precision_at_1, stats.precision_at_1
@@ -582,7 +584,7 @@ fn lsh_mode_with_a_batch_pool_scores_the_pool_beside_the_tables_picks() {
     assert!(stats.precision_at_1 >= 0.85, "{stats:?}");
 }
 
-/// The table picks of a pooled LSH-mode evaluation (`Network::set_eval_picks`): `Some(0)`
+/// The table picks of a pooled LSH-mode evaluation (`EvalOptions::picks`): `Some(0)`
 /// is refused; the outputs scored per sample are the pool of 64 and at most `k` picks the
 /// pool lacks (at most the 4 tables' 4 x 8 bucket slots with `k` = 300); the single pick
 /// found in the most buckets is one of all the candidates, so each sample's best logit with
@@ -590,29 +592,31 @@ fn lsh_mode_with_a_batch_pool_scores_the_pool_beside_the_tables_picks() {
 /// picks: the pool is the same), and above it for some sample.
 #[test]
 fn pooled_evaluation_scores_the_table_picks_the_pool_lacks() {
-    let (data, mut net) = trained_on_64_samples();
+    let (data, net) = trained_on_64_samples();
     let all: Vec<usize> = (0..64).collect();
     let mut ws = slide::Workspace::new();
-    assert!(net.set_eval_picks(Some(0)).is_err());
-    assert_eq!(net.eval_picks(), None);
-    net.set_eval_pool(64);
-    let mut run = |net: &Network| {
+    let pooled = |picks| EvalOptions {
+        pool: 64,
+        picks,
+        ..EvalOptions::from(Mode::EvalLsh)
+    };
+    assert!(net.evaluate(&mut ws, &data, &all, pooled(Some(0))).is_err());
+    assert_eq!(EvalOptions::default().picks, None);
+    let mut run = |picks: Option<usize>| {
         let best: Vec<f32> = net
-            .predict(&mut ws, &data, &all, Mode::EvalLsh)
+            .predict(&mut ws, &data, &all, pooled(picks))
             .unwrap()
             .iter()
             .map(|p| p[0].1)
             .collect();
-        let stats = net.evaluate(&mut ws, &data, &all, Mode::EvalLsh).unwrap();
+        let stats = net.evaluate(&mut ws, &data, &all, pooled(picks)).unwrap();
         (best, stats.active_outputs)
     };
-    let (_, own) = run(&net);
+    let (_, own) = run(None);
     assert!((64.0..=64.0 + 20.0).contains(&own), "{own}");
-    net.set_eval_picks(Some(1)).unwrap();
-    let (one, scored_one) = run(&net);
+    let (one, scored_one) = run(Some(1));
     assert!((64.0..=65.0).contains(&scored_one), "{scored_one}");
-    net.set_eval_picks(Some(300)).unwrap();
-    let (every, scored_every) = run(&net);
+    let (every, scored_every) = run(Some(300));
     assert!(
         scored_every > 65.0 && scored_every <= 64.0 + 32.0,
         "{scored_every}"
@@ -974,18 +978,23 @@ fn evaluation_networks() -> (slide::SparseExamples, Vec<Network>) {
 fn bf16_exact_scoring_ranks_like_f32() {
     let (data, nets) = evaluation_networks();
     let all: Vec<usize> = (0..data.len()).collect();
-    for mut net in nets {
+    let bf16 = EvalOptions {
+        precision: slide::EvalPrecision::Bf16,
+        ..EvalOptions::from(Mode::EvalExact)
+    };
+    for net in nets {
         let f32s = net
             .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalExact)
             .unwrap();
         if !slide::kernels::has_bf16_dot() {
-            assert!(net.set_eval_precision(slide::EvalPrecision::Bf16).is_err());
+            assert!(bf16.validate().is_err());
+            let refused = net.evaluate(&mut slide::Workspace::new(), &data, &all, bf16);
+            assert!(refused.is_err());
             eprintln!("no AVX512-BF16 on this CPU: BF16 scoring not checked");
             return;
         }
-        net.set_eval_precision(slide::EvalPrecision::Bf16).unwrap();
         let bf16s = net
-            .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalExact)
+            .evaluate(&mut slide::Workspace::new(), &data, &all, bf16)
             .unwrap();
         eprintln!("f32 {f32s:?}\nbf16 {bf16s:?}");
         assert!(f32s.precision_at_1 > 0.1, "{f32s:?}");

@@ -18,7 +18,7 @@ needs `apt-get update -o Acquire::Languages=en` once). Generated data (`--data D
 Not part of the build or CI; needs `pip install omikuji matplotlib` and a release build of
 `slide-train` (built here). Examples (run from the repository root):
     python3 benches/omikuji/compare.py                       # deb-deps and deb-tags
-    python3 benches/omikuji/compare.py --config xmc.toml --config amazon670k-memory.toml
+    python3 benches/omikuji/compare.py --config xmc.toml --config amazon670k.toml
     python3 benches/omikuji/compare.py --data datasets/generated/a670k-20k --train 20000
     python3 benches/omikuji/compare.py --data datasets/generated/a100k-20k --train 20000 \
         --labels 100000
@@ -108,13 +108,6 @@ def header(path):
     """`(samples, features, labels)` of an XMC file's header line."""
     with open(path) as f:
         return tuple(int(x) for x in f.readline().split()[:3])
-
-
-def is_memory_config(name):
-    """Whether slide's config (a path, or a name in configs/) builds a `[memory]`."""
-    path = name if os.path.exists(name) else os.path.join('configs', name)
-    with open(path) as f:
-        return any(line.strip() == '[memory]' for line in f)
 
 
 def omikuji_child(train, test, threads, out):
@@ -234,10 +227,7 @@ def run_slide(a, folder, config, sizes, work, common):
     sets = [f'data.train="{train}"', f'data.test="{test}"', f'data.labels={labels}',
             f'data.features={features}', 'train.eval_every=0', 'train.eval_samples=0',
             'checkpoint.every=0', 'checkpoint.at_end=false'] + a.set
-    # A [memory] config has no layers to size (and is built, not trained, so its seconds
-    # include reading the files, as Omikuji's do).
-    if not is_memory_config(config):
-        sets.append(f'network.layers.1.size={labels}')
+    sets.append(f'network.layers.1.size={labels}')
     if a.epochs is not None:
         sets.append(f'train.epochs={a.epochs}')
     setting = a.setting or '+'.join([os.path.basename(config)] + a.set)

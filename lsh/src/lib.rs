@@ -7,8 +7,10 @@
 //!
 //! * Families ([`family`]): [`SimHash`] (signed random projections, sparse `±1` or Gaussian),
 //!   [`Wta`] (winner-take-all and densified WTA), [`DophMinHash`] (densified
-//!   one-permutation MinHash), [`WeightedMinHash`] (exponential races over weighted sparse
-//!   inputs). Each maps a dense or sparse [`Vector`] to `L` bucket codes of `range_pow` bits.
+//!   one-permutation MinHash), each a [`FamilyKind`] a layer can ask for; and
+//!   [`WeightedMinHash`] (exponential races over weighted sparse inputs), for direct use
+//!   (no layer hashes with it: a layer's signed weight rows are not weighted sets). Each
+//!   maps a dense or sparse [`Vector`] to `L` bucket codes of `range_pow` bits.
 //! * [`HashTables`]: `L` tables of bounded buckets with FIFO or reservoir replacement,
 //!   parallel deterministic rebuilds, memory proportional to the ids stored.
 //! * Sampling ([`Sampling`]): union of buckets, top-k by hit count, or a hit threshold, each

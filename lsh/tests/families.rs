@@ -257,9 +257,8 @@ fn minhash_collision_rate_matches_jaccard() {
     }
 }
 
-fn all_kinds() -> [FamilyKind; 6] {
+fn all_kinds() -> [FamilyKind; 5] {
     [
-        FamilyKind::WeightedMinHash,
         FamilyKind::SimHash(Projection::Sparse { density: 1.0 / 3.0 }),
         FamilyKind::SimHash(Projection::Gaussian),
         FamilyKind::Wta { bin_size: 8 },
@@ -592,11 +591,6 @@ fn bits_per_code_is_known_before_building() {
         let built = LshFamily::new(kind, 64, params, 1).unwrap();
         assert_eq!(built.bits_per_code(), bits, "{kind:?}");
     }
-    // Weighted MinHash's sub-hash is a coordinate: up to 32 bits before the dimension is
-    // known, log2(64) = 6 once built for 64 coordinates.
-    assert_eq!(FamilyKind::WeightedMinHash.bits_per_code().unwrap(), 32);
-    let built = LshFamily::new(FamilyKind::WeightedMinHash, 64, params, 1).unwrap();
-    assert_eq!(built.bits_per_code(), 6);
     for bad in [
         FamilyKind::Dwta { bin_size: 3 },
         FamilyKind::MinHash { bits: 0 },

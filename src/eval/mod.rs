@@ -5,14 +5,16 @@
 
 use rayon::prelude::*;
 
+mod options;
 mod pool;
+pub use options::{EvalOptions, EvalPrecision};
 pub use pool::POOL_GROUP;
 
 use crate::data::Examples;
 use crate::error::Result;
 use crate::kernels::kernels;
 use crate::layer::{Mode, WeightLayout};
-use crate::network::{EvalPrecision, Network};
+use crate::network::Network;
 use crate::stats::{EvalStats, Recall};
 use crate::top5::Top5;
 use crate::workspace::{Workspace, layer_input};
@@ -36,8 +38,9 @@ pub(crate) fn mode_share(ids: &mut [u32], samples: usize) -> (u32, f64) {
 }
 
 impl Network {
-    /// Evaluates the samples `batch` of `data` in `mode` (see [`Mode`]; [`Mode::Train`] is
-    /// read as [`Mode::EvalLsh`]): P@1, P@3, P@5 and the collapse detector.
+    /// Evaluates the samples `batch` of `data` as `options` say (a [`Mode`] alone is that
+    /// mode with the other options' defaults; [`Mode::Train`] is read as
+    /// [`Mode::EvalLsh`]): P@1, P@3, P@5 and the collapse detector.
     ///
     /// Samples go through in blocks of [`EVAL_BLOCK`], so memory does not grow with
     /// `batch`. When every output is scored ([`Mode::EvalExact`], [`Mode::EvalDense`]) and
@@ -51,18 +54,20 @@ impl Network {
         ws: &mut Workspace,
         data: &dyn Examples,
         batch: &[usize],
-        mode: Mode,
+        options: impl Into<EvalOptions>,
     ) -> Result<EvalStats> {
+        let options = options.into();
+        options.validate()?;
         if batch.is_empty() {
             return Ok(EvalStats::default());
         }
-        let (mode, scores_all) = self.scoring(mode);
+        let scores_all = self.scores_all(&options);
         let output = &self.layers()[self.layers().len() - 1];
         let mut hits = [0u64; 3];
         let mut active = 0usize;
         let mut top1s = Vec::with_capacity(batch.len());
         for (b, block) in batch.chunks(EVAL_BLOCK).enumerate() {
-            let tops = self.block_tops(ws, data, block, mode, b * EVAL_BLOCK, scores_all)?;
+            let tops = self.block_tops(ws, data, block, &options, b * EVAL_BLOCK, scores_all)?;
             for (top, &sample) in tops.iter().zip(block) {
                 if top.first() != u32::MAX {
                     top1s.push(top.first());
@@ -72,8 +77,8 @@ impl Network {
                 }
             }
             // A pooled evaluation's traces hold the table picks the pool did not score.
-            let pool = if self.pooled(mode) {
-                self.eval_pool.min(output.out_dim())
+            let pool = if self.pooled(&options) {
+                options.pool.min(output.out_dim())
             } else {
                 0
             };
@@ -106,7 +111,7 @@ impl Network {
     }
 
     /// Each sample's highest-scoring outputs, at most 5, as `(output, logit)` pairs, best
-    /// first (ties: the lower output id): what a deployed model answers. `mode` as for
+    /// first (ties: the lower output id): what a deployed model answers. `options` as for
     /// [`Self::evaluate`]: [`Mode::EvalExact`] scores every output, [`Mode::EvalLsh`] ranks
     /// the outputs the tables pick ([`Mode::Train`] is taken as `EvalLsh`). The samples'
     /// labels are not read.
@@ -115,38 +120,33 @@ impl Network {
         ws: &mut Workspace,
         data: &dyn Examples,
         batch: &[usize],
-        mode: Mode,
+        options: impl Into<EvalOptions>,
     ) -> Result<Vec<Vec<(u32, f32)>>> {
-        let (mode, scores_all) = self.scoring(mode);
+        let options = options.into();
+        options.validate()?;
+        let scores_all = self.scores_all(&options);
         let mut predictions = Vec::with_capacity(batch.len());
         for (b, block) in batch.chunks(EVAL_BLOCK).enumerate() {
-            let tops = self.block_tops(ws, data, block, mode, b * EVAL_BLOCK, scores_all)?;
+            let tops = self.block_tops(ws, data, block, &options, b * EVAL_BLOCK, scores_all)?;
             predictions.extend(tops.iter().map(|top| top.ranked().collect()));
         }
         Ok(predictions)
     }
 
-    /// The pass an evaluation in `mode` runs ([`Mode::Train`] is taken as
-    /// [`Mode::EvalLsh`]), and whether it scores every output in blocks
+    /// Whether an evaluation with `options` scores every output in blocks
     /// ([`Self::best_outputs`]: exact or dense modes, neuron-major output layer).
-    fn scoring(&self, mode: Mode) -> (Mode, bool) {
-        let mode = if mode == Mode::Train {
-            Mode::EvalLsh
-        } else {
-            mode
-        };
+    fn scores_all(&self, options: &EvalOptions) -> bool {
         let output = &self.layers()[self.layers().len() - 1];
-        let scores_all = matches!(mode, Mode::EvalExact | Mode::EvalDense)
-            && output.layout() == WeightLayout::NeuronMajor;
-        (mode, scores_all)
+        matches!(options.pass(), Mode::EvalExact | Mode::EvalDense)
+            && output.layout() == WeightLayout::NeuronMajor
     }
 
-    /// Whether an evaluation in `mode` scores a batch pool beside the tables' picks
-    /// ([`Self::set_eval_pool`]; a sampled, neuron-major output layer in LSH mode).
-    fn pooled(&self, mode: Mode) -> bool {
+    /// Whether an evaluation with `options` scores a batch pool beside the tables' picks
+    /// ([`EvalOptions::pool`]; a sampled, neuron-major output layer in LSH mode).
+    fn pooled(&self, options: &EvalOptions) -> bool {
         let output = &self.layers()[self.layers().len() - 1];
-        mode == Mode::EvalLsh
-            && self.eval_pool > 0
+        options.pass() == Mode::EvalLsh
+            && options.pool > 0
             && output.is_sampled()
             && output.layout() == WeightLayout::NeuronMajor
     }
@@ -158,17 +158,17 @@ impl Network {
         ws: &mut Workspace,
         data: &dyn Examples,
         block: &[usize],
-        mode: Mode,
+        options: &EvalOptions,
         first: usize,
         scores_all: bool,
     ) -> Result<Vec<Top5>> {
-        let pooled = self.pooled(mode);
+        let pooled = self.pooled(options);
         // Both score the output layer for the block at once, after the hidden layers.
-        self.run_batch(ws, data, block, mode, first, scores_all || pooled)?;
+        self.run_batch(ws, data, block, options.pass(), first, scores_all || pooled)?;
         let tops = if scores_all {
-            self.best_outputs(ws, data, block)
+            self.best_outputs(ws, data, block, options.precision)
         } else if pooled {
-            self.pooled_tops(ws, data, block, first, self.eval_pool)?
+            self.pooled_tops(ws, data, block, first, options)?
         } else {
             ws.batch().iter().map(|state| state.top).collect()
         };
@@ -215,7 +215,13 @@ impl Network {
     /// block of rows (each row read once for all samples while it sits in cache), in
     /// parallel over blocks of rows; a row's score joins a sample's top 5 only when it beats
     /// the sample's 5th best, checked with one comparison.
-    fn best_outputs(&self, ws: &Workspace, data: &dyn Examples, block: &[usize]) -> Vec<Top5> {
+    fn best_outputs(
+        &self,
+        ws: &Workspace,
+        data: &dyn Examples,
+        block: &[usize],
+        precision: EvalPrecision,
+    ) -> Vec<Top5> {
         const ROWS: usize = 256;
         let last = self.layers().len() - 1;
         let layer = &self.layers()[last];
@@ -225,7 +231,7 @@ impl Network {
             layer_input(&state.traces, last, data, sample).for_each_nonzero(|i, v| row[i] = v);
         }
         let f32_rows = layer.f32_rows();
-        let bf16 = self.eval_precision == EvalPrecision::Bf16;
+        let bf16 = precision == EvalPrecision::Bf16;
         let (mut x_bf16, pairs) = (Vec::new(), dim.div_ceil(2));
         if bf16 {
             crate::kernels::pack_inputs_bf16(&x, n, dim, &mut x_bf16);

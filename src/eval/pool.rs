@@ -1,6 +1,6 @@
 //! LSH-mode prediction with a batch pool: the outputs that score highest for the mean of a
 //! block of samples' inputs to the output layer are scored for each sample of the block,
-//! beside the outputs its tables pick ([`Network::set_eval_pool`]).
+//! beside the outputs its tables pick ([`EvalOptions::pool`](super::EvalOptions::pool)).
 //!
 //! One full scoring of the output layer serves [`POOL_GROUP`] samples (an evaluation
 //! block); each sample then scores only the pool and those of its tables' picks that the
@@ -36,11 +36,11 @@ const ROWS: usize = 256;
 
 impl Network {
     /// The 5 best outputs of each sample of `block` (at most [`POOL_GROUP`]), whose hidden
-    /// layers [`Self::run_batch`] has run into `ws`: the best of the block's pool of `pool`
-    /// outputs (see the module's doc) and of the outputs its tables pick, by logit. The
+    /// layers [`Self::run_batch`] has run into `ws`: the best of the block's pool of
+    /// `options.pool` outputs (see the module's doc) and of the outputs its tables pick, by logit. The
     /// samples' tables are queried without the shared negatives (the pool holds the
     /// outputs that score high for every input), and their picks in the pool are not scored
-    /// twice. Samples draw their random numbers from the streams of their positions,
+    /// twice; `options.picks` says how many picks each scores. Samples draw their random numbers from the streams of their positions,
     /// `first` on.
     pub(super) fn pooled_tops(
         &self,
@@ -48,7 +48,7 @@ impl Network {
         data: &dyn Examples,
         block: &[usize],
         first: usize,
-        pool: usize,
+        options: &super::EvalOptions,
     ) -> Result<Vec<Top5>> {
         debug_assert!(block.len() <= POOL_GROUP);
         let last = self.layers().len() - 1;
@@ -64,9 +64,9 @@ impl Network {
         }
         let scale = 1.0 / block.len().max(1) as f32;
         mean.iter_mut().for_each(|m| *m *= scale);
-        let ids = best_for_mean(layer, &mean, pool);
+        let ids = best_for_mean(layer, &mean, options.pool);
         let mut best = score_rows(layer, &x, block.len(), &ids);
-        self.offer_table_picks(ws, data, block, first, &ids, &mut best)?;
+        self.offer_table_picks(ws, data, block, (first, options.picks), &ids, &mut best)?;
         Ok(best)
     }
 }

@@ -10,7 +10,7 @@
 //! keeps the expected value exact, which is what Optimized SLIDE's BF16 mode and the
 //! literature on low-precision optimizer state rely on.
 
-use super::AdamStep;
+use super::adam_step::AdamStep;
 
 /// The f32 whose upper 16 bits are `b` (exact).
 #[inline]

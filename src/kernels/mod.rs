@@ -25,93 +25,14 @@ pub mod scores;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64;
 
+mod adam_step;
+mod table;
+
 use std::sync::OnceLock;
 
+pub use adam_step::AdamStep;
 pub use bf16::{Values, ValuesMut};
-
-/// Bias-corrected Adam constants for one update of one row (see [`AdamStep::new`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AdamStep {
-    /// `lr / (1 - beta1^t)`.
-    pub step_size: f32,
-    /// `1 / sqrt(1 - beta2^t)`.
-    pub inv_sqrt_bias2: f32,
-    /// First-moment decay.
-    pub beta1: f32,
-    /// Second-moment decay.
-    pub beta2: f32,
-    /// Denominator guard.
-    pub eps: f32,
-}
-
-impl AdamStep {
-    /// The constants for the `t`-th update (`t >= 1`) of a parameter, as in PyTorch's Adam:
-    /// `w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`.
-    pub fn new(lr: f32, beta1: f32, beta2: f32, eps: f32, t: u32) -> Self {
-        let t = t.max(1) as i32;
-        let bias1 = 1.0 - f64::from(beta1).powi(t);
-        let bias2 = 1.0 - f64::from(beta2).powi(t);
-        AdamStep {
-            step_size: (f64::from(lr) / bias1) as f32,
-            inv_sqrt_bias2: (1.0 / bias2.sqrt()) as f32,
-            beta1,
-            beta2,
-            eps,
-        }
-    }
-}
-
-/// One set of kernel implementations.
-#[derive(Debug, Clone, Copy)]
-pub struct Kernels {
-    /// Which set this is: `"scalar"`, `"portable"` or `"avx512"`.
-    pub name: &'static str,
-    /// `sum(a[i] * b[i])` over the shorter length.
-    pub dot: fn(&[f32], &[f32]) -> f32,
-    /// `y[i] += alpha * x[i]` over the shorter length.
-    pub axpy: fn(f32, &[f32], &mut [f32]),
-    /// Adam on one row: `m = b1 m + (1-b1) g`, `v = b2 v + (1-b2) g^2`,
-    /// `w -= step_size * m / (sqrt(v) * inv_sqrt_bias2 + eps)`. All slices equally long.
-    pub adam: AdamFn,
-    /// Adam on one row with BF16 moments and f32 or BF16 weights, stochastically rounded
-    /// ([`bf16::adam`], the reference, bit for bit).
-    pub adam_bf16: AdamBf16Fn,
-    /// [`bf16::dot`]: a BF16 row's dot product with f32 values.
-    pub dot_bf16: fn(&[u16], &[f32]) -> f32,
-    /// [`bf16::axpy`]: `y[i] += alpha * w[i]` for a BF16 row `w`.
-    pub axpy_bf16: fn(f32, &[u16], &mut [f32]),
-    /// The scores of a block of rows for a block of samples, as one matrix product (exact
-    /// evaluation; see [`scores`]).
-    pub scores: scores::ScoresFn,
-}
-
-impl Kernels {
-    /// `w . x` for a row `w` of either precision ([`dot`](Self::dot) or
-    /// [`dot_bf16`](Self::dot_bf16)).
-    #[inline]
-    pub fn dot_row(&self, w: Values<'_>, x: &[f32]) -> f32 {
-        match w {
-            Values::F32(w) => (self.dot)(w, x),
-            Values::Bf16(w) => (self.dot_bf16)(w, x),
-        }
-    }
-
-    /// `y += alpha w` for a row `w` of either precision ([`axpy`](Self::axpy) or
-    /// [`axpy_bf16`](Self::axpy_bf16)).
-    #[inline]
-    pub fn axpy_row(&self, alpha: f32, w: Values<'_>, y: &mut [f32]) {
-        match w {
-            Values::F32(w) => (self.axpy)(alpha, w, y),
-            Values::Bf16(w) => (self.axpy_bf16)(alpha, w, y),
-        }
-    }
-}
-
-/// Signature of the Adam row kernel: `(w, g, m, v, step)`.
-pub type AdamFn = fn(&mut [f32], &[f32], &mut [f32], &mut [f32], &AdamStep);
-
-/// Signature of the BF16-moment Adam row kernel: `(w, g, m, v, step, seed)`.
-pub type AdamBf16Fn = fn(ValuesMut<'_>, &[f32], &mut [u16], &mut [u16], &AdamStep, u32);
+pub use table::{AdamBf16Fn, AdamFn, Kernels};
 
 /// The scalar reference kernels.
 pub const SCALAR: Kernels = Kernels {
@@ -167,6 +88,16 @@ pub fn kernels() -> &'static Kernels {
             _ => best,
         }
     })
+}
+
+/// One line for logs on the kernels in use: the set's name, the CPU's features and how to
+/// choose another set (`avx512 (CPU: avx2 fma avx512f avx512bf16; SLIDE_KERNELS=scalar|portable|avx512 overrides)`).
+pub fn describe() -> String {
+    format!(
+        "{} (CPU: {}; SLIDE_KERNELS=scalar|portable|avx512 overrides)",
+        kernels().name,
+        cpu_features().join(" ")
+    )
 }
 
 /// The SIMD features of this CPU that the kernels use (`avx2`, `fma`, `avx512f`,
@@ -300,6 +231,10 @@ fn advise_huge_pages(buffer: &mut [f32]) {
 pub fn prefetch(data: &[f32]) {
     prefetch_bytes(data.as_ptr().cast(), std::mem::size_of_val(data));
 }
+
+/// How many rows ahead a scan over rows (a layer's active rows in the sampled forward
+/// pass, every row in an exact ranking) asks for a row with [`prefetch_values`].
+pub const PREFETCH_AHEAD: usize = 4;
 
 /// [`prefetch`] of a row of either precision.
 #[inline]

@@ -6,7 +6,9 @@
 use wide::bytemuck::cast;
 use wide::{f32x8, u16x8, u32x8};
 
-use super::{AdamStep, ValuesMut, bf16, scalar};
+use super::adam_step::AdamStep;
+use super::bf16::{self, ValuesMut};
+use super::scalar;
 
 #[inline]
 fn load(chunk: &[f32]) -> f32x8 {

@@ -1,6 +1,6 @@
 //! Reference kernels: straightforward loops, the ground truth for the others.
 
-use super::AdamStep;
+use super::adam_step::AdamStep;
 
 /// `sum(a[i] * b[i])`.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {

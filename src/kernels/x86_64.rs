@@ -3,12 +3,10 @@
 
 use std::arch::x86_64::*;
 
-// The AVX512-BF16 scoring, at its former path.
-pub use super::avx512_bf16::{
-    BF16_ROWS, BF16_SAMPLES, has_bf16_dot, pack_inputs_bf16, pack_rows_bf16, scores_bf16,
-};
-use super::bf16::ValuesMut;
-use super::{AdamStep, Kernels, bf16, scalar};
+use super::adam_step::AdamStep;
+use super::bf16::{self, ValuesMut};
+use super::scalar;
+use super::table::Kernels;
 
 /// The AVX-512 kernel table. Only [`super::avx512`] hands it out, after checking the CPU.
 ///

@@ -262,16 +262,51 @@ impl TryFrom<LayerSpec> for LayerConfig {
 }
 
 /// Whether a pass trains or evaluates, and how the output layer picks neurons.
+///
+/// An evaluation mode reads (with the `serde` feature) and parses from its name in a config
+/// file or on a command line: `"exact"`, `"lsh"` or `"dense"`; [`Mode::Train`] has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 pub enum Mode {
     /// LSH sampling, with the sample's labels forced into the output layer's active set.
+    #[cfg_attr(feature = "serde", serde(skip))]
     Train,
     /// Every output neuron computed (exact scores); hidden LSH layers sample as in training,
     /// without forced labels.
+    #[cfg_attr(feature = "serde", serde(rename = "exact"))]
     EvalExact,
     /// Every LSH layer samples, the output layer included, without forced labels: fast,
     /// approximate predictions.
+    #[cfg_attr(feature = "serde", serde(rename = "lsh"))]
     EvalLsh,
     /// Every neuron of every layer active, as if no layer were sampled.
+    #[cfg_attr(feature = "serde", serde(rename = "dense"))]
     EvalDense,
+}
+
+impl Mode {
+    /// The evaluation modes by name, as a config file or a command line spells them.
+    pub const EVAL_NAMES: [(&str, Mode); 3] = [
+        ("exact", Mode::EvalExact),
+        ("lsh", Mode::EvalLsh),
+        ("dense", Mode::EvalDense),
+    ];
+}
+
+impl std::str::FromStr for Mode {
+    type Err = crate::SlideError;
+
+    /// An evaluation mode by name (see [`Mode::EVAL_NAMES`]).
+    fn from_str(name: &str) -> Result<Self> {
+        Mode::EVAL_NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, mode)| mode)
+            .ok_or_else(|| {
+                crate::error::config_error(
+                    "eval mode",
+                    format!("`{name}` is not one of exact, lsh, dense"),
+                )
+            })
+    }
 }

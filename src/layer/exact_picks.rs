@@ -6,7 +6,7 @@ use slide_lsh::{SampleCounts, Vector};
 
 use super::SparseLayer;
 #[cfg(doc)]
-use super::config::Picks;
+use super::picks::Picks;
 
 impl SparseLayer {
     /// [`Picks::Exact`]: the tables' picks in `active` (after the `sources.forced` forced

@@ -48,9 +48,12 @@ pub mod config;
 mod exact_picks;
 mod lsh;
 mod lsh_config;
+mod lsh_state;
+mod negatives;
 pub mod passes;
 mod picks;
 mod ranking;
+mod retrieval;
 pub mod state;
 pub mod trace;
 mod warmup;
@@ -65,8 +68,10 @@ pub use config::{
     Activation, DEFAULT_SHARED_REFRESH, Init, LayerConfig, LshConfig, Mode, Picks, Precision,
     Warmup, WarmupLength, WeightLayout,
 };
-pub(crate) use lsh::LshState;
+pub(crate) use lsh_state::LshState;
+pub use negatives::Negatives;
 pub(crate) use ranking::{rank_key, ranks_before};
+pub use retrieval::Retrieval;
 pub(crate) use state::MemorySource;
 pub use state::{Elem, LayerState, StateSource, StateTensor};
 use trace::QueryBuffers;

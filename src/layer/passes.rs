@@ -10,11 +10,7 @@ use super::{
     Activation, LayerTrace, LshState, Mode, SampleRng, SparseLayer, WeightLayout, rank_key,
 };
 use crate::error::{Result, SlideError};
-use crate::kernels::{Kernels, Values, kernels, prefetch_values, sparse_dot_row};
-
-/// How many rows ahead the sampled forward pass (active rows) and the full scan of
-/// [`SparseLayer::top_neurons`] ask for a row.
-pub(super) const PREFETCH_AHEAD: usize = 4;
+use crate::kernels::{Kernels, PREFETCH_AHEAD, Values, kernels, prefetch_values, sparse_dot_row};
 
 impl SparseLayer {
     /// Picks one sample's active neurons for `input` into `trace`: in [`Mode::Train`] and

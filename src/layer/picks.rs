@@ -1,16 +1,22 @@
-//! Where a sampled layer's picks come from: the tables, or uniformly random ids
-//! ([`Picks`]), and the sampling the layer then runs.
+//! Where a sampled layer's picks come from ([`Picks`]) and the sampling a layer then runs.
+//! The product has one answer, the tables; the others are ablations, built only with the
+//! `ablations` feature, and so is the `picks` key of a config file's
+//! `[network.layers.lsh]`. One of the concepts a layer's LSH settings are made of; it knows
+//! nothing of them.
 
-use slide_lsh::{Sampling, Strategy};
+use slide_lsh::Sampling;
+#[cfg(feature = "ablations")]
+use slide_lsh::Strategy;
 
-use super::lsh_config::LshConfig;
+#[cfg(feature = "ablations")]
+use crate::error::Result;
 
 /// Where a sampled layer's per-sample picks (the active ids beyond the forced labels, the
 /// shared negatives and the random ones) come from. [`Tables`](Self::Tables) is the
-/// product; [`Uniform`](Self::Uniform) measures what the tables add. The ablation that
-/// measures what better tables could add, `Exact`, is built only with the `ablations`
-/// feature (the benchmarks' crate turns it on): a program built without it cannot ask for
-/// it, and the training pass then carries no branch for it.
+/// product and, without the `ablations` feature, the only variant. The ablations, built
+/// only with that feature (the benchmarks' crate turns it on) so that a program built
+/// without it cannot ask for them and its training pass carries no branch for them:
+/// `Uniform` measures what the tables add, `Exact` what better tables could add.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(
     feature = "serde",
@@ -18,14 +24,15 @@ use super::lsh_config::LshConfig;
     serde(rename_all = "kebab-case")
 )]
 pub enum Picks {
-    /// The hash tables, queried with [`LshConfig::sampling`].
+    /// The hash tables, queried with the layer's sampling.
     #[default]
     Tables,
-    /// Uniform negative sampling: nothing from the tables; the sampling's budget (top-k's
-    /// `k`) in uniformly random ids instead, on top of its `random_extra`, the baseline
-    /// that measures what LSH adds at the same budget. The layer then neither builds its
-    /// tables nor hashes queries, so its time is a uniform sampler's (the shared negatives
-    /// are still picked). Needs a budget.
+    /// Ablation, built only with the `ablations` feature. Uniform negative sampling:
+    /// nothing from the tables; the sampling's budget (top-k's `k`) in uniformly random ids
+    /// instead, on top of its `random_extra`, the baseline that measures what LSH adds at
+    /// the same budget. The layer then neither builds its tables nor hashes queries, so its
+    /// time is a uniform sampler's (the shared negatives are still picked). Needs a budget.
+    #[cfg(feature = "ablations")]
     Uniform,
     /// Ablation, slow, built only with the `ablations` feature: in training, the tables'
     /// picks are replaced by the same number of the sample's highest-scoring neurons outside
@@ -36,64 +43,53 @@ pub enum Picks {
     Exact,
 }
 
-impl LshConfig {
-    /// The sampling's budget: top-k's `k`, or [`Sampling::budget`] (0 when unset).
-    pub(crate) fn budget(&self) -> usize {
-        match self.sampling.strategy {
-            Strategy::TopK { k } => k,
-            _ => self.sampling.budget.unwrap_or(0),
-        }
-    }
-
-    /// The sampling the layer runs: [`sampling`](Self::sampling), or with
-    /// [`Picks::Uniform`] one that takes nothing from the tables (top-k becomes vanilla,
-    /// the budget 0) and draws the budget's worth of random ids on top of `random_extra`.
-    pub fn effective_sampling(&self) -> Sampling {
-        match self.picks {
+impl Picks {
+    /// The sampling a layer with these picks runs for the configured `sampling`: the same,
+    /// or with `Uniform` (an ablation) one that takes nothing from the tables (top-k
+    /// becomes vanilla, the budget 0) and draws the budget's worth of random ids on top of
+    /// `random_extra`.
+    pub fn sampling(self, sampling: Sampling) -> Sampling {
+        match self {
+            Picks::Tables => sampling,
+            #[cfg(feature = "ablations")]
             Picks::Uniform => Sampling {
-                strategy: match self.sampling.strategy {
+                strategy: match sampling.strategy {
                     Strategy::TopK { .. } => Strategy::Vanilla,
                     other => other,
                 },
                 budget: Some(0),
-                random_extra: self.sampling.random_extra + self.budget(),
-                ..self.sampling
+                random_extra: sampling.random_extra + budget(&sampling),
+                ..sampling
             },
-            Picks::Tables => self.sampling,
             #[cfg(feature = "ablations")]
-            Picks::Exact => self.sampling,
+            Picks::Exact => sampling,
         }
+    }
+
+    /// Checks that uniform picks have a budget to replace the tables' picks with.
+    #[cfg(feature = "ablations")]
+    pub fn validate(self, sampling: &Sampling) -> Result<()> {
+        if self == Picks::Uniform && budget(sampling) == 0 {
+            return Err(crate::error::config_error(
+                "lsh",
+                "uniform picks need a budget: it is how many random ids replace the tables' picks",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether these are the product's picks, which a config file leaves out.
+    #[cfg(all(feature = "serde", feature = "ablations"))]
+    pub(crate) fn is_tables(&self) -> bool {
+        *self == Picks::Tables
     }
 }
 
-impl LshConfig {
-    /// The part of this sampling that rank `rank` of `ranks` runs over its slice of a
-    /// sharded output layer (see [`Network::sharded`](crate::Network::sharded)): the
-    /// budget, the minimum active set, the random ids (the warm-up's too), the shared
-    /// negatives and their pool split between the ranks as the outputs are (each part at
-    /// least 1 where the whole is; the parts add up to the whole when it is at least
-    /// `ranks`), so that the active set of all ranks together is one process's. Tables, family and corrections are unchanged.
-    pub fn rank_share(&self, rank: usize, ranks: usize) -> LshConfig {
-        let part = |n: usize| {
-            if n == 0 {
-                0
-            } else {
-                crate::comm::shard_range(n, rank, ranks).len().max(1)
-            }
-        };
-        let mut shared = *self;
-        let sampling = &mut shared.sampling;
-        if let Strategy::TopK { k } = &mut sampling.strategy {
-            *k = part(*k);
-        }
-        sampling.budget = sampling.budget.map(part);
-        sampling.min_active = part(sampling.min_active);
-        sampling.random_extra = part(sampling.random_extra);
-        shared.shared_negatives = part(self.shared_negatives);
-        shared.shared_pool = part(self.shared_pool);
-        if let Some(warmup) = &mut shared.warmup {
-            warmup.random = part(warmup.random);
-        }
-        shared
+/// A sampling's budget: top-k's `k`, or [`Sampling::budget`] (0 when unset).
+#[cfg(feature = "ablations")]
+fn budget(sampling: &Sampling) -> usize {
+    match sampling.strategy {
+        Strategy::TopK { k } => k,
+        _ => sampling.budget.unwrap_or(0),
     }
 }

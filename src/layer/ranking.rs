@@ -6,8 +6,7 @@ use rayon::prelude::*;
 use slide_lsh::Vector;
 
 use super::SparseLayer;
-use super::passes::PREFETCH_AHEAD;
-use crate::kernels::{kernels, prefetch_values};
+use crate::kernels::{PREFETCH_AHEAD, kernels, prefetch_values};
 
 impl SparseLayer {
     /// The ids of the `top` neurons with the highest pre-activation for `input` (every

@@ -1,7 +1,8 @@
 //! A sampled layer's warm-up: uniformly random ids for the first steps or epochs of
-//! training ([`Warmup`], [`WarmupLength`]), part of its [`LshConfig`].
+//! training ([`Warmup`], [`WarmupLength`]), read from a config file's
+//! `[network.layers.lsh.warmup]`. One of the concepts a layer's LSH settings are made of;
+//! it knows nothing of them.
 
-use super::lsh_config::LshConfig;
 use crate::error::Result;
 
 /// A warm-up: [`random`](Self::random) uniformly random ids join the sampling's
@@ -83,18 +84,21 @@ impl Warmup {
         };
         Warmup { length, ..self }
     }
-}
 
-impl LshConfig {
-    /// The warm-up's random ids and length in steps, `(0, 0)` without one (a length in
-    /// epochs, which [`Warmup::check_in_steps`] refuses at construction, counts as none).
-    pub(crate) fn warmup_random_and_steps(&self) -> (usize, u64) {
-        match self.warmup {
-            Some(Warmup {
-                random,
-                length: WarmupLength::Steps(steps),
-            }) => (random, steps),
-            _ => (0, 0),
+    /// The random ids and the length in steps, `(0, 0)` for a length in epochs (which
+    /// [`check_in_steps`](Self::check_in_steps) refuses at a layer's construction).
+    pub(crate) fn random_and_steps(&self) -> (usize, u64) {
+        match self.length {
+            WarmupLength::Steps(steps) => (self.random, steps),
+            WarmupLength::Epochs(_) => (0, 0),
+        }
+    }
+
+    /// The random ids split by `part`, as one rank of a sharded layer draws them.
+    pub(crate) fn rank_share(self, part: &impl Fn(usize) -> usize) -> Self {
+        Warmup {
+            random: part(self.random),
+            ..self
         }
     }
 }
@@ -102,13 +106,12 @@ impl LshConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Activation, LayerConfig, LshConfig, Network, NetworkConfig, SlideError};
 
     /// A warm-up in epochs becomes `epochs * steps_per_epoch` steps, rounded down, at least
-    /// 1 (the shipped half epoch of 157 steps is 78); a network is not built from one still
-    /// in epochs.
+    /// 1 (the shipped half epoch of 157 steps is 78); one in steps stays as it is. (That a
+    /// network is not built from one still in epochs: `lsh_config/tests.rs`.)
     #[test]
-    fn a_warm_up_in_epochs_is_turned_into_steps_before_the_network_is_built() {
+    fn a_warm_up_in_epochs_is_turned_into_steps() {
         let warmup = |length| Warmup { random: 4, length };
         let in_epochs = warmup(WarmupLength::Epochs(0.5));
         assert_eq!(in_epochs.in_steps(157), warmup(WarmupLength::Steps(78)));
@@ -117,21 +120,7 @@ mod tests {
             warmup(WarmupLength::Steps(9)).in_steps(157),
             warmup(WarmupLength::Steps(9))
         );
-        let lsh = LshConfig {
-            warmup: Some(in_epochs),
-            ..Default::default()
-        };
-        let layers = vec![LayerConfig::new(40, Activation::Softmax).sampled(lsh)];
-        let config = NetworkConfig::new(10, layers);
-        assert!(config.layers[0].validate().is_ok());
-        assert!(matches!(
-            Network::new(config.clone()),
-            Err(SlideError::InvalidConfig { .. })
-        ));
-        let resolved = config.with_epoch_length(157);
-        let lsh = resolved.layers[0].lsh.unwrap();
-        assert_eq!(lsh.warmup, Some(warmup(WarmupLength::Steps(78))));
-        assert_eq!(lsh.warmup_random_and_steps(), (4, 78));
-        Network::new(resolved).unwrap();
+        assert_eq!(in_epochs.random_and_steps(), (0, 0));
+        assert_eq!(in_epochs.in_steps(157).random_and_steps(), (4, 78));
     }
 }

@@ -21,39 +21,33 @@ pub enum BiasCorrection {
     PerRow,
 }
 
-impl BiasCorrection {
-    /// What checkpoints written before the setting existed were trained with.
-    #[cfg(feature = "serde")]
-    fn before_the_setting() -> Self {
-        BiasCorrection::PerRow
-    }
-}
-
-/// Adam's hyper-parameters.
+/// Adam's hyper-parameters. With the `serde` feature it reads a config file's `[train]`
+/// keys `lr`, `beta1`, `beta2`, `eps` and `bias_correction` (`"global"` or `"per-row"`);
+/// each left out takes its default.
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default)
+)]
 pub struct AdamConfig {
-    /// Learning rate.
+    /// Learning rate; the peak of a [`LrSchedule`](crate::LrSchedule) (default 0.001).
     pub lr: f32,
-    /// First-moment decay.
+    /// First-moment decay (default 0.9).
     pub beta1: f32,
-    /// Second-moment decay.
+    /// Second-moment decay (default 0.999).
     pub beta2: f32,
-    /// Denominator guard.
+    /// Denominator guard (default 1e-8).
     pub eps: f32,
-    /// Which update count the bias correction uses.
-    #[cfg_attr(
-        feature = "serde",
-        serde(default = "BiasCorrection::before_the_setting")
-    )]
+    /// Which update count the bias correction uses (default global).
     pub bias_correction: BiasCorrection,
 }
 
 impl Default for AdamConfig {
-    /// PyTorch's defaults except the learning rate, SLIDE's 1e-4.
+    /// PyTorch's defaults.
     fn default() -> Self {
         AdamConfig {
-            lr: 1e-4,
+            lr: 1e-3,
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-8,
@@ -72,15 +66,15 @@ impl AdamConfig {
     pub fn validate(&self) -> Result<()> {
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(config_error(
-                "adam",
-                format!("lr must be positive, got {}", self.lr),
+                "lr",
+                format!("must be positive, got {}", self.lr),
             ));
         }
         if !((0.0..1.0).contains(&self.beta1) && (0.0..1.0).contains(&self.beta2)) {
-            return Err(config_error("adam", "beta1 and beta2 must be in [0, 1)"));
+            return Err(config_error("beta1 and beta2", "must be in [0, 1)"));
         }
         if !(self.eps.is_finite() && self.eps > 0.0) {
-            return Err(config_error("adam", "eps must be positive"));
+            return Err(config_error("eps", "must be positive"));
         }
         Ok(())
     }

@@ -29,21 +29,22 @@ impl Network {
     /// LSH-mode evaluation with a batch pool (`pool`: the pool's output ids, sorted): the
     /// output layer's table picks for each sample of `batch` (whose hidden layers
     /// [`Self::run_batch`] has run into `ws`), without shared negatives and leaving out the
-    /// pool's outputs (scored already), offered to the sample's `best` by logit. Samples
-    /// draw from streams of their positions, `first_position` on.
+    /// pool's outputs (scored already), offered to the sample's `best` by logit; `picks`
+    /// (`None`: the layer's own sampling) of each sample's table picks, those found in the
+    /// most buckets. Samples draw from streams of their positions, `first_position` on.
     pub(crate) fn offer_table_picks(
         &self,
         ws: &mut Workspace,
         data: &dyn Examples,
         batch: &[usize],
-        first_position: usize,
+        (first_position, picks): (usize, Option<usize>),
         pool: &[u32],
         best: &mut [Top5],
     ) -> Result<()> {
         let last = self.layers().len() - 1;
         let layer = &self.layers()[last];
         let step_seed = self.step_seed();
-        let sampling = self.eval_picks.map(Sampling::top_k);
+        let sampling = picks.map(Sampling::top_k);
         let Workspace {
             states, threads, ..
         } = ws;

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use clap::{Args, Parser, Subcommand};
-use slide_trainer::train::Failure;
-use slide_trainer::{config, generate, memory, plot, predict, train};
+use slide_trainer::failure::Failure;
+use slide_trainer::{config, evaluate, generate, plot, predict, train};
 
 /// Train SLIDE networks (LSH-sampled sparse layers) from TOML configs.
 #[derive(Debug, Parser)]
@@ -75,14 +75,19 @@ struct ScoringArgs {
     checkpoint: PathBuf,
     /// Which neurons to compute: every output (exact), the outputs the LSH tables pick
     /// (lsh), or every neuron of every layer (dense).
-    #[arg(long, value_enum, default_value = "exact")]
-    mode: config::EvalMode,
+    #[arg(long, default_value = "exact", value_parser = eval_mode)]
+    mode: slide::Mode,
     /// Only the first N test samples (default: all).
     #[arg(long, value_name = "N")]
     samples: Option<usize>,
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+}
+
+/// `--mode`: an evaluation mode by name (exact, lsh or dense).
+fn eval_mode(name: &str) -> Result<slide::Mode, String> {
+    name.parse().map_err(|e: slide::SlideError| e.to_string())
 }
 
 impl ScoringArgs {
@@ -261,7 +266,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let config = s.load()?;
             pool(s.threads)?
                 .install(|| {
-                    train::evaluate_checkpoint(&config, &s.checkpoint, s.mode.mode(), s.samples)
+                    evaluate::evaluate_checkpoint(&config, &s.checkpoint, s.mode, s.samples)
                 })
                 .map(|_| ())
         }
@@ -275,7 +280,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 predict::predict_checkpoint(
                     &config,
                     &s.checkpoint,
-                    s.mode.mode(),
+                    s.mode,
                     s.samples,
                     top_k,
                     out.as_deref(),
@@ -305,18 +310,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let config = config::load(&config::locate(path), &args.overrides).map_err(Input)?;
             let pool = pool(args.threads)?;
             let interrupt = stop_on_signals()?;
-            pool.install(|| match config.memory {
-                Some(_) if args.resume.is_some() => Err(Input(anyhow::anyhow!(
-                    "--resume: a [memory] is built in one pass; there is no run to resume"
-                ))),
-                Some(settings) => memory::run(&config, settings, &args.out, args.quiet),
-                None => train::run(
+            pool.install(|| {
+                train::run(
                     &config,
                     &args.out,
                     args.quiet,
                     args.resume.as_deref(),
                     &interrupt,
-                ),
+                )
             })
         }
     }

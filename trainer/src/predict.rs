@@ -6,10 +6,11 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
-use slide::Mode;
+use slide::{EvalOptions, Mode};
 
 use crate::config::Config;
-use crate::train::{Failure, Log, restored};
+use crate::failure::Failure;
+use crate::train::prepare::{Log, restored};
 
 /// What [`predict_checkpoint`] measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -27,21 +28,13 @@ pub struct PredictStats {
     pub wrote: bool,
 }
 
-/// A model's answers for the samples `batch` of the test file in `loaded`, and the seconds
-/// they took.
-pub(crate) struct Answers {
-    pub(crate) predictions: Vec<Vec<(u32, f32)>>,
-    pub(crate) loaded: crate::data::Loaded,
-    pub(crate) batch: Vec<usize>,
-    pub(crate) seconds: f64,
-}
-
 /// Loads the checkpoint at `path` into the network `config` describes and writes, for each
 /// of the first `samples` (default: all) samples of the config's test file, its `top_k`
 /// (1-5) highest-scoring outputs to `out` (standard output when `None`): one line per
 /// sample, in the file's order, of `output:logit` pairs separated by spaces, best first.
 /// `mode` picks how outputs are scored ([`Mode::EvalExact`]: every output;
-/// [`Mode::EvalLsh`]: those the tables pick).
+/// [`Mode::EvalLsh`]: those the tables pick); the config's other evaluation options
+/// (precision, LSH-mode pool) apply.
 pub fn predict_checkpoint(
     config: &Config,
     path: &Path,
@@ -55,36 +48,20 @@ pub fn predict_checkpoint(
             "--top-k must be between 1 and 5, not {top_k}"
         )));
     }
-    let mut first_rank = true;
-    let Answers {
-        predictions,
-        loaded,
-        batch,
-        seconds,
-    } = match config.memory {
-        Some(memory) => {
-            let search = crate::memory::search_for(mode, &memory);
-            crate::memory::predict(config, memory, path, samples, search)?
-        }
-        None => {
-            let (loaded, net) = restored(config, path, Log::Stderr)?;
-            // The ranks of an MPI job get the same (merged) answers: the first writes them.
-            first_rank = net.communicator().rank() == 0;
-            let test = loaded.test.examples();
-            let batch: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
-            let started = Instant::now();
-            let predictions = net
-                .predict(&mut slide::Workspace::new(), test, &batch, mode)
-                .map_err(|e| Failure::Training(e.into()))?;
-            Answers {
-                predictions,
-                seconds: started.elapsed().as_secs_f64(),
-                loaded,
-                batch,
-            }
-        }
-    };
+    let (loaded, net) = restored(config, path, Log::Stderr)?;
+    // The ranks of an MPI job get the same (merged) answers: the first writes them.
+    let first_rank = net.communicator().rank() == 0;
     let test = loaded.test.examples();
+    let batch: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
+    let started = Instant::now();
+    let options = EvalOptions {
+        mode,
+        ..config.train.eval
+    };
+    let predictions = net
+        .predict(&mut slide::Workspace::new(), test, &batch, options)
+        .map_err(|e| Failure::Training(e.into()))?;
+    let seconds = started.elapsed().as_secs_f64();
     let hits = predictions
         .iter()
         .zip(&batch)

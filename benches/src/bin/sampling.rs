@@ -36,7 +36,8 @@ use std::sync::atomic::AtomicUsize;
 
 use plotters::prelude::*;
 use slide_trainer::config;
-use slide_trainer::train::{self, Failure};
+use slide_trainer::failure::Failure;
+use slide_trainer::train;
 
 const FONT: &[u8] = include_bytes!("../../../trainer/assets/DejaVuSans.ttf");
 const ENGINES: [&str; 3] = ["slide", "uniform", "dense"];

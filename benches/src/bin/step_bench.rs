@@ -105,101 +105,106 @@ fn peak_rss_mb() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-fn main() {
-    let o = match parse() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("step_bench: {e}");
-            std::process::exit(2);
+/// Prints `step_bench: {message}` and exits with status 2.
+fn fail(message: impl std::fmt::Display) -> ! {
+    eprintln!("step_bench: {message}");
+    std::process::exit(2);
+}
+
+/// The shape's input width, its layers (the sampled one with `--k`, `--l`, `--active` and
+/// `--bf16`) and 4,096 synthetic samples of it.
+fn shape(o: &Options) -> (usize, Vec<LayerConfig>, Box<dyn Examples>) {
+    match o.shape.as_str() {
+        "amazon" => (
+            AMAZON_FEATURES,
+            vec![
+                amazon_hidden_layer(),
+                LayerConfig {
+                    moments: o.precision,
+                    weights: o.precision,
+                    ..LayerConfig::new(AMAZON_LABELS, Activation::Softmax).sampled(lsh(o))
+                },
+            ],
+            Box::new(xmc_like(4096, AMAZON_LABELS, 1)),
+        ),
+        "mnist" => (
+            784,
+            vec![
+                LayerConfig {
+                    moments: o.precision,
+                    weights: o.precision,
+                    ..LayerConfig::new(o.hidden, Activation::Relu).sampled(lsh(o))
+                },
+                LayerConfig::new(10, Activation::Softmax),
+            ],
+            Box::new(mnist_like(4096, 2)),
+        ),
+        other => fail(format!("unknown shape {other} (amazon or mnist)")),
+    }
+}
+
+/// The table rebuilds: every `--rebuild-every` steps, or from there on periods growing by
+/// `--rebuild-growth-permille`.
+fn rebuild_schedule(o: &Options) -> RebuildSchedule {
+    if o.rebuild_growth <= 1000 {
+        RebuildSchedule::Fixed {
+            every: o.rebuild_every,
         }
-    };
-    let (input_dim, layers, data): (usize, Vec<LayerConfig>, Box<dyn Examples>) =
-        match o.shape.as_str() {
-            "amazon" => (
-                AMAZON_FEATURES,
-                vec![
-                    amazon_hidden_layer(),
-                    LayerConfig {
-                        moments: o.precision,
-                        weights: o.precision,
-                        ..LayerConfig::new(AMAZON_LABELS, Activation::Softmax).sampled(lsh(&o))
-                    },
-                ],
-                Box::new(xmc_like(4096, AMAZON_LABELS, 1)),
-            ),
-            "mnist" => (
-                784,
-                vec![
-                    LayerConfig {
-                        moments: o.precision,
-                        weights: o.precision,
-                        ..LayerConfig::new(o.hidden, Activation::Relu).sampled(lsh(&o))
-                    },
-                    LayerConfig::new(10, Activation::Softmax),
-                ],
-                Box::new(mnist_like(4096, 2)),
-            ),
-            other => {
-                eprintln!("step_bench: unknown shape {other} (amazon or mnist)");
-                std::process::exit(2);
-            }
-        };
-    let started = Instant::now();
-    let mut net = match Network::new(NetworkConfig {
-        rebuild: if o.rebuild_growth <= 1000 {
-            RebuildSchedule::Fixed {
-                every: o.rebuild_every,
-            }
-        } else {
-            RebuildSchedule::Exponential {
-                first: o.rebuild_every,
-                growth: o.rebuild_growth as f64 / 1000.0,
-            }
-        },
-        seed: 3,
-        ..NetworkConfig::new(input_dim, layers)
-    }) {
-        Ok(net) => net,
-        Err(e) => {
-            eprintln!("step_bench: {e}");
-            std::process::exit(2);
+    } else {
+        RebuildSchedule::Exponential {
+            first: o.rebuild_every,
+            growth: o.rebuild_growth as f64 / 1000.0,
         }
-    };
-    println!(
-        "{} shape, K={} L={}, active budget {}, batch {}, {} threads, kernels {}; built in {:.1} s, model + tables {:.0} MB",
-        o.shape,
-        o.k,
-        o.l,
-        o.active,
-        o.batch,
-        rayon::current_num_threads(),
-        slide::kernels::kernels().name,
-        started.elapsed().as_secs_f64(),
-        net.memory_bytes() as f64 / 1e6
-    );
+    }
+}
+
+/// What the measured steps did, summed over them.
+#[derive(Default)]
+struct Totals {
+    /// Wall-clock seconds of the measured steps.
+    wall: f64,
+    /// Each phase's time (the per-sample phases as thread time).
+    times: PhaseTimes,
+    /// Active neurons per sample, summed over the steps.
+    active: f64,
+    /// Parameter rows the optimizer updated.
+    rows: usize,
+    /// Multiply-adds.
+    macs: u64,
+    /// Steps that rebuilt the tables.
+    rebuilds: usize,
+}
+
+/// Three warm-up steps, not measured, then `--steps` measured ones, each on the next
+/// `--batch` samples (wrapping around).
+fn train_steps(o: &Options, net: &mut Network, data: &dyn Examples) -> Totals {
     let n = data.len();
     let mut ws = slide::Workspace::new();
     let mut stats = StepStats::default();
-    let mut times = PhaseTimes::default();
-    let (mut active, mut rows, mut macs, mut rebuilds) = (0.0, 0usize, 0u64, 0);
-    // Warm-up steps, not measured.
+    let mut totals = Totals::default();
     for s in 0..3 {
         let batch: Vec<usize> = (0..o.batch).map(|i| (s * o.batch + i) % n).collect();
-        net.train_step_with(&mut ws, data.as_ref(), &batch, &mut stats)
+        net.train_step_with(&mut ws, data, &batch, &mut stats)
             .expect("step");
     }
     let started = Instant::now();
     for s in 0..o.steps {
         let batch: Vec<usize> = (0..o.batch).map(|i| ((s + 3) * o.batch + i) % n).collect();
-        net.train_step_with(&mut ws, data.as_ref(), &batch, &mut stats)
+        net.train_step_with(&mut ws, data, &batch, &mut stats)
             .expect("step");
-        times += stats.times;
-        active += stats.active_per_sample.iter().sum::<f64>();
-        rows += stats.rows_touched.iter().sum::<usize>();
-        macs += stats.multiply_adds;
-        rebuilds += usize::from(stats.rebuilt);
+        totals.times += stats.times;
+        totals.active += stats.active_per_sample.iter().sum::<f64>();
+        totals.rows += stats.rows_touched.iter().sum::<usize>();
+        totals.macs += stats.multiply_adds;
+        totals.rebuilds += usize::from(stats.rebuilt);
     }
-    let wall = started.elapsed().as_secs_f64();
+    totals.wall = started.elapsed().as_secs_f64();
+    totals
+}
+
+/// Prints the throughput, the work per step and each phase's share of the time.
+fn report(o: &Options, totals: &Totals) {
+    let (wall, times) = (totals.wall, &totals.times);
     let steps = o.steps as f64;
     let threads = rayon::current_num_threads() as f64;
     let shares = [
@@ -215,10 +220,10 @@ fn main() {
         o.batch as f64 * steps / wall,
         wall / steps * 1e3,
         o.steps,
-        rebuilds,
-        active / steps,
-        rows as f64 / steps,
-        macs as f64 / steps / 1e6,
+        totals.rebuilds,
+        totals.active / steps,
+        totals.rows as f64 / steps,
+        totals.macs as f64 / steps / 1e6,
         peak_rss_mb()
     );
     let parts: Vec<String> = shares
@@ -229,4 +234,30 @@ fn main() {
         "time shares (per-sample phases as thread time / threads): {}",
         parts.join(", ")
     );
+}
+
+fn main() {
+    let o = parse().unwrap_or_else(|e| fail(e));
+    let (input_dim, layers, data) = shape(&o);
+    let started = Instant::now();
+    let mut net = Network::new(NetworkConfig {
+        rebuild: rebuild_schedule(&o),
+        seed: 3,
+        ..NetworkConfig::new(input_dim, layers)
+    })
+    .unwrap_or_else(|e| fail(e));
+    println!(
+        "{} shape, K={} L={}, active budget {}, batch {}, {} threads, kernels {}; built in {:.1} s, model + tables {:.0} MB",
+        o.shape,
+        o.k,
+        o.l,
+        o.active,
+        o.batch,
+        rayon::current_num_threads(),
+        slide::kernels::kernels().name,
+        started.elapsed().as_secs_f64(),
+        net.memory_bytes() as f64 / 1e6
+    );
+    let totals = train_steps(&o, &mut net, data.as_ref());
+    report(&o, &totals);
 }

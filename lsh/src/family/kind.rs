@@ -10,7 +10,7 @@ use crate::error::Result;
 /// Which family to build, with its family-specific settings. In TOML (the `serde`
 /// feature): `{ dwta = { bin_size = 8 } }`, `{ wta = { bin_size = 8 } }`,
 /// `{ simhash = { sparse = { density = 0.33 } } }`, `{ simhash = "gaussian" }`,
-/// `{ minhash = { bits = 3 } }` or `"weighted_minhash"`; a setting left out takes SLIDE's
+/// `{ minhash = { bits = 3 } }`; a setting left out takes SLIDE's
 /// value (bins of 8, density 1/3, 3 bits).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(
@@ -39,10 +39,6 @@ pub enum FamilyKind {
         #[cfg_attr(feature = "serde", serde(default = "super::serde_defaults::bits"))]
         bits: u32,
     },
-    /// Weighted MinHash by exponential races over the coordinates' squared values: for
-    /// sparse inputs whose rare coordinates weigh more (IDF-weighted bags of words).
-    #[cfg_attr(feature = "serde", serde(rename = "weighted_minhash"))]
-    WeightedMinHash,
 }
 
 impl FamilyKind {
@@ -58,9 +54,7 @@ impl FamilyKind {
     /// Bits each sub-hash contributes to an exactly concatenated bucket code (what
     /// [`HashFamily::bits_per_code`](super::HashFamily::bits_per_code) of the built family
     /// returns, and what [`tune_for_budget`](crate::tune_for_budget) needs): 1 for SimHash,
-    /// `log2(bin_size)` for WTA and DWTA, `bits` for MinHash; for weighted MinHash, whose
-    /// sub-hash is a coordinate, 32 (the built family knows its input dimension and says
-    /// `ceil(log2(dim))`), so tuning takes one sub-hash per table. Fails when the family's
+    /// `log2(bin_size)` for WTA and DWTA, `bits` for MinHash. Fails when the family's
     /// own settings are out of range (see [`validate`](Self::validate)).
     pub fn bits_per_code(&self) -> Result<u32> {
         match *self {
@@ -72,7 +66,6 @@ impl FamilyKind {
                 check_bin_size(bin_size).map(|_| bin_size.trailing_zeros())
             }
             FamilyKind::MinHash { bits } => check_bits(bits).map(|_| bits),
-            FamilyKind::WeightedMinHash => Ok(32),
         }
     }
 }

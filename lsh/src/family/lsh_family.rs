@@ -8,7 +8,6 @@ use super::minhash::DophMinHash;
 use super::params::LshParams;
 use super::shape::FamilyShape;
 use super::simhash::SimHash;
-use super::weighted::WeightedMinHash;
 use super::wta::{Wta, WtaMode};
 use crate::error::Result;
 use crate::vector::Vector;
@@ -23,8 +22,6 @@ pub enum LshFamily {
     Wta(Wta),
     /// See [`DophMinHash`].
     MinHash(DophMinHash),
-    /// See [`WeightedMinHash`].
-    WeightedMinHash(WeightedMinHash),
 }
 
 impl LshFamily {
@@ -44,9 +41,6 @@ impl LshFamily {
             FamilyKind::MinHash { bits } => {
                 LshFamily::MinHash(DophMinHash::new(dim, params, bits, seed)?)
             }
-            FamilyKind::WeightedMinHash => {
-                LshFamily::WeightedMinHash(WeightedMinHash::new(dim, params, seed)?)
-            }
         })
     }
 
@@ -55,7 +49,6 @@ impl LshFamily {
             LshFamily::SimHash(f) => f,
             LshFamily::Wta(f) => f,
             LshFamily::MinHash(f) => f,
-            LshFamily::WeightedMinHash(f) => f,
         }
     }
 }

@@ -9,7 +9,7 @@ use safetensors::tensor::{Dtype, Metadata, TensorInfo};
 use slide::config::{FNV_OFFSET, FNV_PRIME, fnv1a};
 use slide::{Elem, Network, StateScalars, StateSource, StateTensor};
 
-use super::{FORMAT_NAME, FORMAT_VERSION, Identity, PREVIOUS_VERSION, Position, Require};
+use super::identity::{FORMAT_NAME, FORMAT_VERSION, Identity, PREVIOUS_VERSION, Position, Require};
 
 /// The running checksum of a checkpoint's tensors, in name order: FNV-1a over each
 /// tensor's name, then over its bytes as little-endian 64-bit words (a last partial word

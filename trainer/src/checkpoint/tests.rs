@@ -10,6 +10,7 @@ use super::format::TensorHash;
 use super::*;
 use safetensors::tensor::Dtype;
 use scratch::Scratch;
+use slide::NetworkConfig;
 use slide::config::{FNV_OFFSET, fnv1a};
 use slide::{Activation, AdamConfig, LayerConfig, RebuildSchedule};
 

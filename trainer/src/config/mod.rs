@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 pub use sections::{
-    CheckpointConfig, DataConfig, DataFormat, EvalMode, LogConfig, NetworkSection, TrainConfig,
+    CheckpointConfig, DataConfig, DataFormat, LogConfig, NetworkSection, TrainConfig,
 };
 
 /// A whole config file.
@@ -24,14 +24,11 @@ pub use sections::{
 pub struct Config {
     /// `[data]`: where the examples come from.
     pub data: DataConfig,
-    /// `[network]`: the layers (absent in a config that builds a `[memory]`).
+    /// `[network]`: the layers.
     #[serde(default)]
     pub network: NetworkSection,
-    /// `[memory]`: the model is a layer of the training samples (see [`slide::Memory`])
-    /// instead of a trained network; `[network]` is then left out.
-    pub memory: Option<slide::MemoryConfig>,
-    /// `[train]`: the optimizer, schedule and evaluation (a memory reads only
-    /// `eval_samples`); left out, every key takes its default.
+    /// `[train]`: the optimizer, schedule and evaluation; left out, every key takes its
+    /// default.
     #[serde(default)]
     pub train: TrainConfig,
     #[serde(default)]

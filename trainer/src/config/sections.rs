@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
-use slide::{BiasCorrection, EvalPrecision, LayerConfig};
+use slide::LayerConfig;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -101,33 +101,14 @@ fn layers_in_place<'de, D: Deserializer<'de>>(layers: D) -> Result<Vec<LayerConf
         .collect()
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-/// Which neurons an evaluation computes (`train.eval_mode`, `slide-train eval --mode`).
-pub enum EvalMode {
-    /// Every output scored; hidden LSH layers sample as in training.
-    #[default]
-    Exact,
-    /// Every LSH layer samples, the output layer too.
-    Lsh,
-    /// Every neuron of every layer.
-    Dense,
-}
-
-impl EvalMode {
-    /// The core's pass mode.
-    pub fn mode(self) -> slide::Mode {
-        match self {
-            EvalMode::Exact => slide::Mode::EvalExact,
-            EvalMode::Lsh => slide::Mode::EvalLsh,
-            EvalMode::Dense => slide::Mode::EvalDense,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-/// `[train]`.
+/// `[train]`: the trainer's own keys (epochs, batches, evaluation cadence, limits), and
+/// beside them the core's settings under their own keys, each defined, defaulted and checked
+/// once in the core: Adam's ([`slide::AdamConfig`]: `lr`, `beta1`, ...), the learning
+/// rate's schedule ([`slide::LrSchedule`]: `lr_schedule`, `lr_min`, ...), the tables'
+/// rebuilds ([`slide::RebuildSchedule`]: `rebuild_every`, `rebuild_growth`) and
+/// evaluations ([`slide::EvalOptions`]: `eval_mode`, `eval_precision`, `eval_pool`,
+/// `eval_picks`).
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 pub struct TrainConfig {
     /// Passes over the training set (default 1).
     #[serde(default = "default_epochs")]
@@ -135,55 +116,15 @@ pub struct TrainConfig {
     /// Samples per step (default 128).
     #[serde(default = "default_batch_size")]
     pub batch_size: usize,
-    /// Adam's learning rate, the schedule's peak (default 0.001, PyTorch's).
-    #[serde(default = "default_lr")]
-    pub lr: f32,
-    #[serde(default = "default_beta1")]
-    /// Adam's first-moment decay.
-    pub beta1: f32,
-    #[serde(default = "default_beta2")]
-    /// Adam's second-moment decay.
-    pub beta2: f32,
-    #[serde(default = "default_eps")]
-    /// Adam's denominator guard.
-    pub eps: f32,
-    #[serde(default)]
-    /// Which update count Adam's bias correction uses: `"global"` (the optimizer's steps,
-    /// as PyTorch) or `"per-row"` (each row's own updates).
-    pub bias_correction: BiasCorrection,
     #[serde(default)]
     /// Seed of the weights, hash functions, shuffles and sampling.
     pub seed: u64,
-    /// Steps before the first table rebuild.
-    #[serde(default = "default_rebuild_first")]
-    pub rebuild_every: u64,
-    /// Growth of the rebuild period (1 = fixed period).
-    #[serde(default = "default_rebuild_growth")]
-    pub rebuild_growth: f64,
     /// Evaluate every this many steps (0: only after each epoch).
     #[serde(default)]
     pub eval_every: u64,
     /// Test samples per evaluation (0: the whole test set).
     #[serde(default)]
     pub eval_samples: usize,
-    #[serde(default)]
-    /// Which neurons evaluations compute.
-    pub eval_mode: EvalMode,
-    /// How an exact evaluation scores every output: `f32` (default) or `bf16` (AVX512-BF16
-    /// products, about twice as fast at the Amazon-670K shape; see docs/performance.md,
-    /// "BF16 scoring for exact evaluation").
-    #[serde(default)]
-    pub eval_precision: EvalPrecision,
-    /// LSH-mode evaluation and prediction score, beside each sample's table picks, the
-    /// outputs that score highest for the mean input of each block of 2,048 samples, this many (0,
-    /// the default: the tables' picks only; see [`slide::Network::set_eval_pool`]).
-    #[serde(default)]
-    pub eval_pool: usize,
-    /// With `eval_pool`, the table picks LSH-mode evaluation and prediction score per
-    /// sample: the outputs found in the most of the sample's buckets, this many (unset: the
-    /// output layer's own budget; see [`slide::Network::set_eval_picks`]).
-    #[serde(default)]
-    pub eval_picks: Option<usize>,
     /// Probe the retrieval recall of the LSH layers every this many steps (0: only at
     /// evaluations).
     #[serde(default)]
@@ -191,24 +132,26 @@ pub struct TrainConfig {
     /// Stop after this many steps (0: no limit).
     #[serde(default)]
     pub max_steps: u64,
-    /// How the learning rate decays over the run: constant (default), cosine or
-    /// exponential ([`slide::Decay`]; [`TrainConfig::schedule`] gives the whole schedule).
-    #[serde(default)]
-    pub lr_schedule: slide::Decay,
-    /// The learning rate the cosine schedule ends at.
-    #[serde(default)]
-    pub lr_min: f32,
-    /// The exponential schedule's factor per epoch.
-    #[serde(default = "default_lr_gamma")]
-    pub lr_gamma: f32,
-    /// Steps over which the learning rate rises linearly from 0 to `lr` first (the
-    /// sampled layers' `[network.layers.lsh.warmup]` is another warm-up, of random outputs).
-    #[serde(default)]
-    pub warmup_steps: u64,
     /// Refuse to start a run whose estimated peak memory (model, data, workspace and
     /// checkpoint buffers) exceeds this many MB (0: only the machine's available memory).
     #[serde(default)]
     pub memory_limit_mb: u64,
+    /// Adam's settings.
+    #[serde(flatten)]
+    pub adam: slide::AdamConfig,
+    /// How the learning rate moves around Adam's `lr` over the run.
+    #[serde(flatten)]
+    pub schedule: slide::LrSchedule,
+    /// When the LSH tables are rebuilt.
+    #[serde(flatten)]
+    pub rebuild: slide::RebuildSchedule,
+    /// How evaluations score (the periodic ones and, unless the command line says
+    /// otherwise, `eval` and `predict`).
+    #[serde(flatten)]
+    pub eval: slide::EvalOptions,
+    /// The keys nobody above took: refused by [`TrainConfig::check_keys`], naming them.
+    #[serde(flatten, skip_serializing)]
+    unknown: std::collections::BTreeMap<String, toml::Value>,
 }
 
 impl Default for TrainConfig {
@@ -225,14 +168,13 @@ impl TrainConfig {
         train_samples.div_ceil(self.batch_size.max(1)) as u64
     }
 
-    /// The run's learning-rate schedule, the core's type.
-    pub fn schedule(&self) -> slide::LrSchedule {
-        slide::LrSchedule {
-            lr: self.lr,
-            decay: self.lr_schedule,
-            lr_min: self.lr_min,
-            lr_gamma: self.lr_gamma,
-            warmup_steps: self.warmup_steps,
+    /// Refuses a key that no part of `[train]` knows, as serde refuses one elsewhere.
+    pub(super) fn check_keys(&self) -> Result<(), String> {
+        match self.unknown.keys().next() {
+            Some(key) => Err(format!(
+                "unknown field `{key}` (configs/README.md lists every key of [train])"
+            )),
+            None => Ok(()),
         }
     }
 }
@@ -242,27 +184,6 @@ fn default_epochs() -> usize {
 }
 fn default_batch_size() -> usize {
     128
-}
-fn default_lr() -> f32 {
-    0.001
-}
-fn default_lr_gamma() -> f32 {
-    1.0
-}
-fn default_beta1() -> f32 {
-    0.9
-}
-fn default_beta2() -> f32 {
-    0.999
-}
-fn default_eps() -> f32 {
-    1e-8
-}
-fn default_rebuild_first() -> u64 {
-    50
-}
-fn default_rebuild_growth() -> f64 {
-    1.0
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]

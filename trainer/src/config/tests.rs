@@ -18,12 +18,6 @@ fn shipped_configs_are_valid() {
                 .or_else(|_| load(&path, &["data.labels=1000".into()]))
                 .unwrap_or_else(|e| panic!("{e:#}"));
             checked += 1;
-            if let Some(memory) = config.memory {
-                // A layer of the training samples: no network layers.
-                assert!(config.network.layers.is_empty());
-                memory.validate().unwrap();
-                continue;
-            }
             assert!(!config.network.layers.is_empty());
             // The resolved core config goes through serde (the core's `serde` feature)
             // and back unchanged.
@@ -81,7 +75,7 @@ fn overrides_reach_tables_and_list_entries() {
         ],
     )
     .unwrap();
-    assert_eq!(config.train.lr, 0.5);
+    assert_eq!(config.train.adam.lr, 0.5);
     assert_eq!(config.network.layers[0].out_dim, 77);
     assert_eq!(config.data.dir.as_deref(), Some(Path::new("elsewhere")));
     let err = load(&path, &["network.layers.x.size=1".into()])
@@ -147,14 +141,15 @@ fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
         format!("{err:#}").ends_with("shared_shift must be in [0, 1], got 1.5"),
         "{err:#}"
     );
-    // Weighted MinHash is read (it is a family of the lsh crate) and refused for a layer.
+    // Weighted MinHash (a family of the lsh crate for weighted sets, not signed weight
+    // rows) is no family a layer can name: refused by the type, naming the ones it can.
     let err = load(
         &path,
         &[r#"network.layers.1.lsh.family="weighted_minhash""#.into()],
     )
     .unwrap_err();
     assert!(
-        format!("{err:#}").contains("family \"weighted_minhash\" hashes a memory's sparse units"),
+        format!("{err:#}").contains("unknown variant `weighted_minhash`"),
         "{err:#}"
     );
     let whole = load(&path, &["network.layers.1.lsh.shared_pool=700000".into()]).unwrap();
@@ -184,8 +179,12 @@ fn warm_up_negatives_reach_the_core() {
     assert_eq!(warm(&[], 20_000), (0, 128, 78));
     assert_eq!(warm(&[], 100_000), (0, 128, 391));
     assert_eq!(warm(&[], 10), (0, 128, 1));
-    let uniform = ["network.layers.1.lsh.picks=\"uniform\"".into()];
-    assert_eq!(warm(&uniform, 20_000), (256, 128, 78));
+    // Uniform picks are an ablation, read only with the `ablations` feature.
+    #[cfg(feature = "ablations")]
+    {
+        let uniform = ["network.layers.1.lsh.picks=\"uniform\"".into()];
+        assert_eq!(warm(&uniform, 20_000), (256, 128, 78));
+    }
     let in_steps = ["network.layers.1.lsh.warmup.length={ steps = 100 }".into()];
     assert_eq!(warm(&in_steps, 20_000), (0, 128, 100));
     let layer = "network.layers[1].lsh: invalid configuration of lsh: ";
@@ -235,11 +234,11 @@ fn learning_rate_schedules() {
     let overrides: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let mut config = load(&path, &overrides).unwrap();
     let t = &mut config.train;
-    let schedule = t.schedule();
+    let schedule = t.schedule;
+    assert_eq!(t.adam.lr, 0.01);
     assert_eq!(
         schedule,
         slide::LrSchedule {
-            lr: 0.01,
             decay: slide::Decay::Cosine,
             lr_min: 0.001,
             lr_gamma: 0.5,
@@ -247,8 +246,8 @@ fn learning_rate_schedules() {
         }
     );
     // Half-way through the warm-up, the cosine still at its start (0.0099996).
-    assert!((schedule.rate(5, 1000, 1) - 0.005).abs() < 1e-6);
-    t.lr_gamma = 1.5;
+    assert!((schedule.rate(t.adam.lr, 5, 1000, 1) - 0.005).abs() < 1e-6);
+    t.schedule.lr_gamma = 1.5;
     assert!(
         config
             .validate()
@@ -305,14 +304,15 @@ fn shipped_configs_describe_their_networks_as_recorded() {
     let mut cases: Vec<(String, Vec<String>)> = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        let is_network = load(&path, &[]).is_ok_and(|c| c.memory.is_none());
-        if path.extension().is_some_and(|e| e == "toml") && is_network {
+        if path.extension().is_some_and(|e| e == "toml") && load(&path, &[]).is_ok() {
             cases.push((path.file_name().unwrap().to_string_lossy().into(), vec![]));
         }
     }
-    // The exact picks only where the trainer is built with the `ablations` feature (as
-    // `cargo test --workspace` builds it); elsewhere they are refused (legacy/tests.rs).
-    let built = |name: &str| cfg!(feature = "ablations") || !name.contains("exact_picks");
+    // The ablations' picks only where the trainer is built with the `ablations` feature
+    // (as `cargo test --workspace` builds it); elsewhere they are refused (legacy/tests.rs).
+    let built = |name: &str| {
+        cfg!(feature = "ablations") || !(name.contains("exact_picks") || name.contains("uniform="))
+    };
     let recorded: Vec<(&str, u64, u64)> = recorded.iter().copied().filter(|r| built(r.0)).collect();
     for set in ["uniform=true", "exact_picks=true", "uniform_negatives=7"]
         .into_iter()
@@ -343,28 +343,73 @@ fn shipped_configs_describe_their_networks_as_recorded() {
     assert_eq!(seen, recorded);
 }
 
-/// `[memory]` takes the core's type with its defaults, leaves `[train]` to its defaults,
-/// refuses unknown keys by name and a config with layers too.
+/// `[train]` reads the core's settings under their own keys into the core's types (Adam's,
+/// the schedule's, the rebuilds', the evaluations'), each left out at the core's default;
+/// a key nobody knows is refused by name, and the core's checks name the key.
 #[test]
-fn a_memory_config_reads_the_core_type_and_refuses_layers_beside_it() {
-    let data = "[data]\nformat = \"xmc\"\ntrain = \"a\"\ntest = \"b\"\n";
-    let path = Path::new("memory.toml");
-    let config = parse(&format!("{data}[memory]\nneighbours = 4\n"), path, &[]).unwrap();
-    let memory = config.memory.unwrap();
-    assert_eq!(memory.neighbours, 4);
+fn train_keys_reach_the_core_types() {
+    let data = "[data]\nformat = \"xmc\"\ntrain = \"a\"\ntest = \"b\"\n\
+                [[network.layers]]\nsize = 4\nactivation = \"softmax\"\n";
+    let path = Path::new("train.toml");
+    let defaults = parse(data, path, &[]).unwrap().train;
+    assert_eq!(defaults.adam, slide::AdamConfig::default());
+    assert_eq!(defaults.schedule, slide::LrSchedule::default());
+    assert_eq!(defaults.rebuild, slide::RebuildSchedule::default());
+    assert_eq!(defaults.eval, slide::EvalOptions::default());
+    assert_eq!(defaults.adam.lr, 0.001, "PyTorch's default");
+    let set = |keys: &[&str]| {
+        let keys: Vec<String> = keys.iter().map(|k| format!("train.{k}")).collect();
+        parse(data, path, &keys)
+    };
+    let t = set(&[
+        "beta2=0.99",
+        "bias_correction=\"per-row\"",
+        "rebuild_every=7",
+        "rebuild_growth=1.5",
+        "eval_mode=\"lsh\"",
+        "eval_pool=64",
+        "eval_picks=3",
+        "warmup_steps=5",
+    ])
+    .unwrap()
+    .train;
+    assert_eq!(t.adam.beta2, 0.99);
+    assert_eq!(t.adam.bias_correction, slide::BiasCorrection::PerRow);
     assert_eq!(
-        (memory.power, memory.idf),
-        (1.0, true),
-        "the core's defaults"
+        t.rebuild,
+        slide::RebuildSchedule::Exponential {
+            first: 7,
+            growth: 1.5
+        }
     );
-    assert_eq!((config.train.epochs, config.train.batch_size), (1, 128));
-    let unknown = parse(&format!("{data}[memory]\nneighbors = 4\n"), path, &[]).unwrap_err();
-    assert!(format!("{unknown:#}").contains("neighbors"), "{unknown:#}");
-    let zero = parse(&format!("{data}[memory]\nneighbours = 0\n"), path, &[]).unwrap_err();
-    assert!(format!("{zero:#}").contains("neighbours"), "{zero:#}");
-    let both = format!("{data}[memory]\n[[network.layers]]\nsize = 4\nactivation = \"softmax\"\n");
-    let both = parse(&both, path, &[]).unwrap_err();
-    assert!(format!("{both:#}").contains("not both"), "{both:#}");
+    assert_eq!(
+        t.eval,
+        slide::EvalOptions {
+            mode: slide::Mode::EvalLsh,
+            pool: 64,
+            picks: Some(3),
+            ..slide::EvalOptions::default()
+        }
+    );
+    assert_eq!(t.schedule.warmup_steps, 5);
+    for (bad, expected) in [
+        ("lrr=0.1", "train: unknown field `lrr`"),
+        ("eval_mode=\"train\"", "unknown variant `train`"),
+        (
+            "rebuild_growth=0.5",
+            "train.rebuild_growth: must be a finite number >= 1",
+        ),
+        (
+            "rebuild_every=0",
+            "train.rebuild_every: the period must be at least 1 step",
+        ),
+        ("beta1=1.0", "train.beta1 and beta2: must be in [0, 1)"),
+        ("eps=0.0", "train.eps: must be positive"),
+        ("lr_gamma=0.0", "train.lr_gamma: must be in (0, 1], got 0"),
+    ] {
+        let err = format!("{:#}", set(&[bad]).unwrap_err());
+        assert!(err.contains(expected), "{bad}: {err}");
+    }
 }
 
 /// `[[network.layers]]` and `[network.layers.lsh]` are read straight into the core's
@@ -402,4 +447,59 @@ fn layers_are_the_cores_types() {
             .unwrap();
     let err = slide::LshConfig::deserialize(lsh).unwrap_err().to_string();
     assert!(err.contains("the layer's width"), "{err}");
+}
+
+/// configs/README.md's `[train]` table and the types agree: every key the types read (the
+/// default config written back by serde, plus the optional ones it leaves out) has one row,
+/// every row names a key the types read, and each row's default is the types' default.
+#[test]
+fn the_train_table_of_configs_readme_matches_the_types() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/README.md"))
+            .unwrap();
+    let section = readme
+        .split("\n## [train]\n")
+        .nth(1)
+        .expect("configs/README.md has a `## [train]` section");
+    let rows: Vec<(String, String)> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| `"))
+        .take_while(|l| l.starts_with("| `"))
+        .map(|row| {
+            let cells: Vec<&str> = row.split(" | ").collect();
+            let key = cells[0].trim_start_matches("| ").trim_matches('`');
+            (key.to_string(), cells[1].trim_matches('`').to_string())
+        })
+        .collect();
+    let defaults = toml::Table::try_from(TrainConfig::default()).unwrap();
+    let optional = ["eval_picks"];
+    let mut documented: Vec<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
+    let mut known: Vec<&str> = defaults.keys().map(String::as_str).collect();
+    known.extend(optional);
+    documented.sort_unstable();
+    known.sort_unstable();
+    assert_eq!(
+        documented, known,
+        "configs/README.md's [train] rows vs the types' keys"
+    );
+    for (key, default) in &rows {
+        let Some(value) = defaults.get(key) else {
+            assert_eq!(default, "unset", "{key}: the types leave it unset");
+            continue;
+        };
+        let written: toml::Value = toml::from_str::<toml::Table>(&format!("v = {default}"))
+            .unwrap_or_else(|e| panic!("{key}: default `{default}` is not TOML: {e}"))["v"]
+            .clone();
+        let same = match (value, &written) {
+            (toml::Value::Float(a), b) => {
+                let b = b.as_float().or(b.as_integer().map(|i| i as f64)).unwrap();
+                (*a as f32) == (b as f32)
+            }
+            (a, b) => a == b,
+        };
+        assert!(
+            same,
+            "{key}: configs/README.md says {default}, the types {value}"
+        );
+    }
 }

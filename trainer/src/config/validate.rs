@@ -1,6 +1,6 @@
 //! The checks a config passes before any work starts (those that need no data).
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, anyhow, bail};
 use slide::SlideError;
 
 use super::{Config, DataFormat};
@@ -9,42 +9,22 @@ impl Config {
     /// Every check that can be made without reading the data.
     pub fn validate(&self) -> Result<()> {
         let t = &self.train;
-        t.eval_precision
-            .validate()
-            .context("train.eval_precision = \"bf16\"")?;
-        if t.eval_picks == Some(0) {
-            bail!(
-                "train.eval_picks must be at least 1 (leave it out for the output layer's budget)"
-            );
-        }
+        t.check_keys().map_err(|e| anyhow!("train: {e}"))?;
         if t.batch_size == 0 {
             bail!("train.batch_size must be at least 1");
         }
         if t.epochs == 0 {
             bail!("train.epochs must be at least 1");
         }
-        if !(t.lr.is_finite() && t.lr > 0.0) {
-            bail!("train.lr must be positive, got {}", t.lr);
-        }
-        if !(t.lr_min.is_finite() && t.lr_min >= 0.0 && t.lr_min <= t.lr) {
-            bail!(
-                "train.lr_min must be between 0 and train.lr ({}), got {}",
-                t.lr,
-                t.lr_min
-            );
-        }
-        if !(t.lr_gamma > 0.0 && t.lr_gamma <= 1.0) {
-            bail!("train.lr_gamma must be in (0, 1], got {}", t.lr_gamma);
-        }
+        // The core's settings, each checked where it is defined.
+        t.adam.validate().map_err(in_train)?;
+        t.schedule.validate(t.adam.lr).map_err(in_train)?;
+        t.rebuild.validate().map_err(in_train)?;
+        t.eval.validate().map_err(in_train)?;
         if self.checkpoint.keep_last == 0 {
             bail!("checkpoint.keep_last must be at least 1");
         }
-        if let Some(memory) = &self.memory {
-            if !self.network.layers.is_empty() {
-                bail!("a config builds a [memory] or trains [network] layers, not both");
-            }
-            memory.validate()?;
-        } else if self.network.layers.is_empty() {
+        if self.network.layers.is_empty() {
             bail!("network.layers: at least one layer is needed");
         }
         match self.data.format {
@@ -80,5 +60,14 @@ impl Config {
             })?;
         }
         Ok(())
+    }
+}
+
+/// A core check's error on a key of `[train]`, named as the config file spells it
+/// (`train.lr_min: must be ...`).
+fn in_train(e: SlideError) -> anyhow::Error {
+    match e {
+        SlideError::InvalidConfig { what, reason } => anyhow!("train.{what}: {reason}"),
+        e => anyhow::Error::new(e).context("train"),
     }
 }

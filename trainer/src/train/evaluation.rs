@@ -1,18 +1,17 @@
-//! Evaluation during and after training: the periodic evaluation (exact beside LSH mode),
-//! the collapse detector's warning, the retrieval-recall probe, and `slide-train eval`.
+//! Evaluation during training: the periodic evaluation (exact beside LSH mode), the
+//! collapse detector's warning, and the retrieval-recall probe.
 
-use std::path::Path;
 use std::time::Instant;
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use slide::lsh::mix64;
-use slide::{EvalStats, Examples, Mode, Network, Workspace};
+use slide::{EvalOptions, EvalStats, Examples, Mode, Network, Workspace};
 
 use super::metrics::{RecallRecord, collapsed};
 use super::report::{Evaluated, Reporter};
-use super::{Failure, Log, restored};
-use crate::config::{Config, TrainConfig};
+use crate::config::TrainConfig;
+use crate::failure::Failure;
 
 /// Test samples probed for retrieval recall.
 const RECALL_SAMPLES: usize = 16;
@@ -24,19 +23,16 @@ const RECALL_SAMPLES: usize = 16;
 /// mode already (a model that holds only under sampling shows there). Its seconds count
 /// as time outside training in `report`, which also prints the collapse detector's
 /// warning if it fires.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn periodic(
     net: &Network,
     ws: &mut Workspace,
     test: &dyn Examples,
     order: &mut [usize],
     t: &TrainConfig,
-    step: u64,
-    output_sampled: bool,
+    (step, output_sampled): (u64, bool),
     report: &mut Reporter,
 ) -> Result<Evaluated, Failure> {
     let started = Instant::now();
-    let mode = t.eval_mode.mode();
     let n = if t.eval_samples == 0 {
         test.len()
     } else {
@@ -49,11 +45,15 @@ pub(super) fn periodic(
         order.swap(i, j);
     }
     let result = net
-        .evaluate(ws, test, &order[..n], mode)
+        .evaluate(ws, test, &order[..n], t.eval)
         .map_err(|e| Failure::Training(e.into()))?;
-    let lsh = if mode != Mode::EvalLsh && output_sampled {
+    let lsh = if t.eval.mode != Mode::EvalLsh && output_sampled {
+        let lsh_mode = EvalOptions {
+            mode: Mode::EvalLsh,
+            ..t.eval
+        };
         let lsh = net
-            .evaluate(ws, test, &order[..n], Mode::EvalLsh)
+            .evaluate(ws, test, &order[..n], lsh_mode)
             .map_err(|e| Failure::Training(e.into()))?;
         Some(lsh.precision_at_1)
     } else {
@@ -118,62 +118,4 @@ pub(super) fn recall_probe(
             })
             .collect(),
     ))
-}
-
-/// `slide-train eval`: a checkpoint's metrics on the whole test set, or its first `samples`,
-/// printed and returned with the seconds the evaluation took.
-pub fn evaluate_checkpoint(
-    config: &Config,
-    path: &Path,
-    mode: Mode,
-    samples: Option<usize>,
-) -> Result<(EvalStats, f64), Failure> {
-    if let Some(memory) = config.memory {
-        use crate::memory;
-        let search = memory::search_for(mode, &memory);
-        let (loaded, built) = memory::restored(config, memory, path, &|line| println!("{line}"))?;
-        let file = memory::checkpoint_file(path);
-        let samples = samples.unwrap_or(0);
-        let (stats, seconds) = memory::evaluate(&built, &loaded, samples, search)?;
-        let line = memory::describe(&stats, seconds, loaded.multi_label);
-        println!("{}: {line}", file.display());
-        return Ok((stats, seconds));
-    }
-    let (loaded, net) = restored(config, path, Log::Stdout)?;
-    let test = loaded.test.examples();
-    let all: Vec<usize> = (0..samples.unwrap_or(usize::MAX).min(test.len())).collect();
-    let started = Instant::now();
-    let mut ws = slide::Workspace::new();
-    let e = net
-        .evaluate(&mut ws, test, &all, mode)
-        .map_err(|e| Failure::Training(e.into()))?;
-    let seconds = started.elapsed().as_secs_f64();
-    // The ranks of an MPI job have the same (merged) result: the first prints it.
-    if net.communicator().rank() > 0 {
-        return Ok((e, seconds));
-    }
-    if loaded.multi_label {
-        println!(
-            "{}: step {}, {} test samples: P@1 {:.4}, P@3 {:.4}, P@5 {:.4} ({:.0} outputs scored per sample, {:.1} s)",
-            path.display(),
-            net.step(),
-            e.samples,
-            e.precision_at_1,
-            e.precision_at_3,
-            e.precision_at_5,
-            e.active_outputs,
-            seconds
-        );
-    } else {
-        println!(
-            "{}: step {}, {} test samples: accuracy {:.4} ({:.0} outputs scored per sample, {:.1} s)",
-            path.display(),
-            net.step(),
-            e.samples,
-            e.precision_at_1,
-            e.active_outputs,
-            seconds
-        );
-    }
-    Ok((e, seconds))
 }

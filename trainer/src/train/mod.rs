@@ -2,47 +2,31 @@
 //! and a stop with a message when the loss diverges.
 
 use slide::lsh::mix64;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::anyhow;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
-use slide::{EvalStats, Network, StepStats};
+use slide::{EvalStats, Examples, Network, StepStats, Workspace};
 
 use crate::checkpoint::{self, Position};
 use crate::config::Config;
 use crate::data::Loaded;
+use crate::failure::Failure;
 
 mod evaluation;
 mod metrics;
-mod prepare;
+pub(crate) mod prepare;
+mod ranks;
 mod report;
 mod saver;
 
-pub use evaluation::evaluate_checkpoint;
 pub use metrics::peak_resident_mib;
-pub(crate) use prepare::{Log, restored};
-use prepare::{Prepared, prepare};
+use prepare::{Log, Prepared, prepare};
+use ranks::{newest_in, rank_folder, ranks_checkpoints};
 use report::Reporter;
 use saver::Saver;
-
-/// Why a run stopped early: bad input (exit 2) or a failure while training (exit 1).
-#[derive(Debug)]
-pub enum Failure {
-    /// Bad input: command line, config, data or checkpoint (exit code 2).
-    Input(anyhow::Error),
-    /// Training failed, e.g. the loss diverged (exit code 1).
-    Training(anyhow::Error),
-    /// A signal (SIGINT, SIGTERM) stopped the run at a step boundary after a checkpoint was
-    /// written; the message says where (exit code 128 + the signal's number).
-    Interrupted {
-        /// The signal's number.
-        signal: i32,
-        /// Where the run stopped and how to resume it.
-        message: String,
-    },
-}
 
 /// Trains as `config` says, writing metrics and checkpoints under `out`; continues from the
 /// checkpoint `resume` if given; `quiet` prints evaluations only. When `interrupt` becomes
@@ -80,92 +64,38 @@ pub fn run(
         multi_label,
         ..
     } = loaded;
-    let (train, test) = (train.examples(), test.examples());
     let resume = resume
         .map(|path| newest_in(&ranks_checkpoints(path, rank, ranks)?))
         .transpose()?;
     let start = resumed(resume.as_deref(), &mut net, &identity)?;
     let t = &config.train;
-    let steps_per_epoch = t.steps_per_epoch(train.len());
     // The schedule spans the configured epochs; `max_steps` only stops the run early, so a
     // run stopped by it and resumed takes the same learning rates as one never stopped.
-    let schedule_steps = steps_per_epoch * t.epochs as u64;
+    let schedule_steps = t.steps_per_epoch(train.examples().len()) * t.epochs as u64;
     let total_steps = match t.max_steps {
         0 => schedule_steps,
         max => schedule_steps.min(max),
     };
     let steps = (net.step(), total_steps);
-    let mut report = Reporter::open(config, out, resume.is_some(), quiet, multi_label, steps)?;
-    let mut saver = Saver::new(checkpoints, &identity, config.checkpoint.keep_last);
-    let schedule = t.schedule();
-    let mut order: Vec<usize> = (0..train.len()).collect();
-    let mut eval_order: Vec<usize> = (0..test.len()).collect();
-    let mut stats = StepStats::default();
-    let mut last_eval: Option<EvalStats> = None;
-    let sampled = net.layers().iter().any(|l| l.is_sampled());
-    let output_sampled = net.layers().last().is_some_and(|l| l.is_sampled());
-    let report_every = (train.len() / t.batch_size / 10).max(1) as u64;
-    let mut ws = slide::Workspace::new();
-    let (mut finished_at, mut saved_at) = ((start.epoch, start.batch), net.step());
-    'epochs: for epoch in start.epoch..=t.epochs {
-        shuffle(&mut order, t.seed, epoch);
-        let batches = order.chunks(t.batch_size);
-        let count = batches.len();
-        let skip = if epoch == start.epoch { start.batch } else { 0 };
-        for (b, batch) in batches.enumerate().skip(skip) {
-            let lr = schedule.rate(net.step() + 1, schedule_steps, epoch);
-            train_step(&mut net, &mut ws, train, batch, lr, &mut stats, saver.dir())?;
-            report.add(&stats, batch.len());
-            let step = net.step();
-            let stopping = t.max_steps > 0 && step >= t.max_steps;
-            let evaluate =
-                b + 1 == count || stopping || (t.eval_every > 0 && step % t.eval_every == 0);
-            let eval = if evaluate {
-                let result = evaluation::periodic(
-                    &net,
-                    &mut ws,
-                    test,
-                    &mut eval_order,
-                    t,
-                    step,
-                    output_sampled,
-                    &mut report,
-                )?;
-                last_eval = Some(result.result);
-                Some(result)
-            } else {
-                None
-            };
-            // Retrieval recall on a few test samples (their labels forced in, as in
-            // training) at every evaluation and every `recall_every` steps.
-            let probe = sampled && (evaluate || (t.recall_every > 0 && step % t.recall_every == 0));
-            let recall = if probe {
-                evaluation::recall_probe(&net, &mut ws, test, t.seed, step, &mut report)?
-            } else {
-                None
-            };
-            if evaluate || recall.is_some() || step % report_every == 0 {
-                let at = (step, epoch, lr);
-                let saved = (saver.count, saver.seconds);
-                report.record(&net, at, &stats, eval.as_ref(), recall, saved)?;
-            }
-            report.position(step);
-            finished_at = (epoch, b + 1);
-            if config.checkpoint.every > 0 && step % config.checkpoint.every == 0 {
-                saver.save(&net, epoch, b + 1, false)?;
-                saved_at = step;
-            }
-            let signal = agreed_signal(&net, interrupt)?;
-            if signal != 0 {
-                report.finish();
-                let path = saver.save(&net, epoch, b + 1, true)?;
-                return Err(interrupted(signal, step, epoch, &path));
-            }
-            if stopping {
-                break 'epochs;
-            }
-        }
-    }
+    let report = Reporter::open(config, out, resume.is_some(), quiet, multi_label, steps)?;
+    let saver = Saver::new(checkpoints, &identity, config.checkpoint.keep_last);
+    let mut run = Loop::new(
+        config,
+        net,
+        (train.examples(), test.examples()),
+        report,
+        saver,
+    );
+    run.schedule_steps = schedule_steps;
+    let finished_at = run.epochs(start, interrupt)?;
+    let Loop {
+        net,
+        report,
+        mut saver,
+        saved_at,
+        last_eval,
+        ..
+    } = run;
     if config.checkpoint.at_end && (saved_at != net.step() || resume.is_none() && net.step() == 0) {
         saver.save(&net, finished_at.0, finished_at.1, true)?;
     }
@@ -183,6 +113,139 @@ pub fn run(
         multi_label,
     );
     Ok(())
+}
+
+/// What the training loop carries from step to step.
+struct Loop<'a> {
+    config: &'a Config,
+    net: Network,
+    ws: Workspace,
+    train: &'a dyn Examples,
+    test: &'a dyn Examples,
+    report: Reporter,
+    saver: Saver<'a>,
+    stats: StepStats,
+    /// The test samples' order, the evaluated ones in front.
+    eval_order: Vec<usize>,
+    last_eval: Option<EvalStats>,
+    /// The step of the latest checkpoint.
+    saved_at: u64,
+    /// Steps the learning-rate schedule spans.
+    schedule_steps: u64,
+    /// A metrics record at least every this many steps.
+    report_every: u64,
+}
+
+impl<'a> Loop<'a> {
+    fn new(
+        config: &'a Config,
+        net: Network,
+        (train, test): (&'a dyn Examples, &'a dyn Examples),
+        report: Reporter,
+        saver: Saver<'a>,
+    ) -> Self {
+        let saved_at = net.step();
+        Loop {
+            config,
+            net,
+            ws: Workspace::new(),
+            train,
+            test,
+            report,
+            saver,
+            stats: StepStats::default(),
+            eval_order: (0..test.len()).collect(),
+            last_eval: None,
+            saved_at,
+            schedule_steps: 0,
+            report_every: (train.len() / config.train.batch_size / 10).max(1) as u64,
+        }
+    }
+
+    /// Trains the epochs from `start` on; returns the epoch and batch it finished at.
+    fn epochs(
+        &mut self,
+        start: Position,
+        interrupt: &AtomicUsize,
+    ) -> Result<(usize, usize), Failure> {
+        let t = &self.config.train;
+        let mut order: Vec<usize> = (0..self.train.len()).collect();
+        let mut finished_at = (start.epoch, start.batch);
+        for epoch in start.epoch..=t.epochs {
+            shuffle(&mut order, t.seed, epoch);
+            let batches = order.chunks(t.batch_size);
+            let count = batches.len();
+            let skip = if epoch == start.epoch { start.batch } else { 0 };
+            for (b, batch) in batches.enumerate().skip(skip) {
+                let lr =
+                    t.schedule
+                        .rate(t.adam.lr, self.net.step() + 1, self.schedule_steps, epoch);
+                let (net, ws, stats) = (&mut self.net, &mut self.ws, &mut self.stats);
+                train_step(net, ws, self.train, batch, lr, stats, self.saver.dir())?;
+                self.report.add(&self.stats, batch.len());
+                finished_at = (epoch, b + 1);
+                if self.after_step(finished_at, b + 1 == count, lr, interrupt)? {
+                    return Ok(finished_at);
+                }
+            }
+        }
+        Ok(finished_at)
+    }
+
+    /// After the step that finished batch `at.1` of epoch `at.0` (the epoch's last when
+    /// `last_of_epoch`) at learning rate `lr`: the evaluation, recall probe and metrics
+    /// record when due, a periodic checkpoint, and a stop by signal (an error) or by
+    /// `max_steps` (`true`).
+    fn after_step(
+        &mut self,
+        at: (usize, usize),
+        last_of_epoch: bool,
+        lr: f32,
+        interrupt: &AtomicUsize,
+    ) -> Result<bool, Failure> {
+        let (t, net) = (&self.config.train, &self.net);
+        let step = net.step();
+        let stopping = t.max_steps > 0 && step >= t.max_steps;
+        let evaluate = last_of_epoch || stopping || (t.eval_every > 0 && step % t.eval_every == 0);
+        let output_sampled = net.layers().last().is_some_and(|l| l.is_sampled());
+        let eval = if evaluate {
+            let (ws, order) = (&mut self.ws, &mut self.eval_order);
+            let at = (step, output_sampled);
+            let result = evaluation::periodic(net, ws, self.test, order, t, at, &mut self.report)?;
+            self.last_eval = Some(result.result);
+            Some(result)
+        } else {
+            None
+        };
+        // Retrieval recall on a few test samples (their labels forced in, as in
+        // training) at every evaluation and every `recall_every` steps.
+        let sampled = net.layers().iter().any(|l| l.is_sampled());
+        let probe = sampled && (evaluate || (t.recall_every > 0 && step % t.recall_every == 0));
+        let recall = if probe {
+            evaluation::recall_probe(net, &mut self.ws, self.test, t.seed, step, &mut self.report)?
+        } else {
+            None
+        };
+        if evaluate || recall.is_some() || step % self.report_every == 0 {
+            let saved = (self.saver.count, self.saver.seconds);
+            let at = (step, at.0, lr);
+            self.report
+                .record(net, at, &self.stats, eval.as_ref(), recall, saved)?;
+        }
+        self.report.position(step);
+        let every = self.config.checkpoint.every;
+        if every > 0 && step % every == 0 {
+            self.saver.save(net, at.0, at.1, false)?;
+            self.saved_at = step;
+        }
+        let signal = agreed_signal(net, interrupt)?;
+        if signal != 0 {
+            self.report.finish();
+            let path = self.saver.save(net, at.0, at.1, true)?;
+            return Err(interrupted(signal, step, at.0, &path));
+        }
+        Ok(stopping)
+    }
 }
 
 /// The signal that stops the run after this step, if any: with several ranks the first
@@ -204,47 +267,6 @@ fn agreed_signal(net: &Network, interrupt: &AtomicUsize) -> Result<usize, Failur
         .unwrap_or(0))
 }
 
-/// The folder of rank `rank` of `ranks` inside a run's checkpoint folder.
-fn rank_folder(rank: usize, ranks: usize) -> String {
-    format!("rank-{rank}-of-{ranks}")
-}
-
-/// Where rank `rank` of `ranks` reads its checkpoint, given `--resume path` or
-/// `--checkpoint path`: with several ranks its own folder inside `path`; a folder that
-/// holds another number of ranks' checkpoints is refused, naming how many.
-pub(crate) fn ranks_checkpoints(
-    path: &Path,
-    rank: usize,
-    ranks: usize,
-) -> Result<PathBuf, Failure> {
-    let written = |dir: &Path| -> Option<usize> {
-        std::fs::read_dir(dir).ok()?.flatten().find_map(|entry| {
-            let name = entry.file_name().into_string().ok()?;
-            name.strip_prefix("rank-")?
-                .split_once("-of-")?
-                .1
-                .parse()
-                .ok()
-        })
-    };
-    let mine = path.join(rank_folder(rank, ranks));
-    if ranks > 1 && mine.is_dir() {
-        return Ok(mine);
-    }
-    match written(path) {
-        Some(other) if other != ranks => Err(Failure::Input(anyhow!(
-            "{}: holds the checkpoints of a run on {other} ranks; this run has {ranks}: resume it with `mpirun -n {other}` (a build with --features mpi)",
-            path.display()
-        ))),
-        _ if ranks > 1 => Err(Failure::Input(anyhow!(
-            "{}: a run on {ranks} ranks reads its checkpoints from the run's checkpoint folder, which holds {}",
-            path.display(),
-            rank_folder(rank, ranks)
-        ))),
-        _ => Ok(path.to_path_buf()),
-    }
-}
-
 /// How a run stopped by signal `signal` after step `step` of epoch `epoch` and the
 /// checkpoint `path` ends.
 fn interrupted(signal: usize, step: u64, epoch: usize, path: &Path) -> Failure {
@@ -257,7 +279,6 @@ fn interrupted(signal: usize, step: u64, epoch: usize, path: &Path) -> Failure {
     }
 }
 
-/// `path`, or the newest complete checkpoint in it when it is a folder.
 /// Where the run starts: the beginning, or where the checkpoint `resume` (loaded into
 /// `net`) left off.
 fn resumed(
@@ -277,16 +298,6 @@ fn resumed(
         start.epoch
     );
     Ok(start)
-}
-
-pub(crate) fn newest_in(path: &Path) -> Result<std::path::PathBuf, Failure> {
-    if !path.is_dir() {
-        return Ok(path.to_path_buf());
-    }
-    checkpoint::list(path)
-        .map_err(Failure::Input)?
-        .pop()
-        .ok_or_else(|| Failure::Input(anyhow!("{}: holds no checkpoint", path.display())))
 }
 
 /// `order` as the permutation of epoch `epoch`: it depends only on the seed and the epoch,

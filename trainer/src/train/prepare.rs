@@ -9,10 +9,10 @@ use anyhow::anyhow;
 use slide::Network;
 use slide::comm::Communicator;
 
-use super::Failure;
 use crate::checkpoint;
 use crate::config::Config;
 use crate::data::{self, Loaded};
+use crate::failure::Failure;
 
 /// Bytes a run holds beside its model and data, at most: the program and its thread
 /// stacks, the per-batch workspaces, and a checkpoint's reading or writing (a 4 MiB write
@@ -57,7 +57,7 @@ pub(crate) fn restored(
 ) -> Result<(Loaded, Network), Failure> {
     let comm = crate::world::connect().map_err(Failure::Input)?;
     let (rank, ranks) = (comm.rank(), comm.size());
-    let path = super::newest_in(&super::ranks_checkpoints(path, rank, ranks)?)?;
+    let path = super::ranks::newest_in(&super::ranks::ranks_checkpoints(path, rank, ranks)?)?;
     let Prepared {
         loaded,
         mut net,
@@ -125,9 +125,8 @@ pub(crate) fn prepare(
         String::new()
     };
     let announce = format!(
-        "kernels: {} (CPU: {}; SLIDE_KERNELS=scalar|portable|avx512 overrides)\ndata: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB, the run at most {:.0} MB{per_rank}",
-        slide::kernels::kernels().name,
-        slide::kernels::cpu_features().join(" "),
+        "kernels: {}\ndata: {} train / {} test samples, {features} features, {labels} labels (loaded in {:.1} s); model needs about {:.0} MB, the run at most {:.0} MB{per_rank}",
+        slide::describe_kernels(),
         loaded.train.examples().len(),
         loaded.test.examples().len(),
         started.elapsed().as_secs_f64(),
@@ -144,17 +143,12 @@ pub(crate) fn prepare(
     // What a checkpoint must match: the network to be evaluated, every setting to be resumed.
     let identity = checkpoint::Identity::of(&network_config, config.train.batch_size)
         .of_rank(comm.rank(), ranks);
-    let mut net = if restoring {
+    let net = if restoring {
         Network::sharded_with_empty_tables(network_config, comm)
     } else {
         Network::sharded(network_config, comm)
     }
     .map_err(|e| input(e.into()))?;
-    net.set_eval_precision(config.train.eval_precision)
-        .map_err(|e| input(e.into()))?;
-    net.set_eval_pool(config.train.eval_pool);
-    net.set_eval_picks(config.train.eval_picks)
-        .map_err(|e| input(e.into()))?;
     Ok(Prepared {
         loaded,
         net,

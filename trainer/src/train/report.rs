@@ -10,12 +10,12 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use slide::{EvalStats, Network, PhaseTimes, StepStats};
 
-use super::Failure;
 use super::metrics::{
     RecallRecord, Record, format_record, occupancy, resident_mib, sampling_summary, sources,
     traffic,
 };
 use crate::config::Config;
+use crate::failure::Failure;
 
 /// An evaluation as a record reports it: the result, its seconds and the LSH-mode P@1 of
 /// the same samples, if measured.

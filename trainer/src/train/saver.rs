@@ -7,8 +7,8 @@ use std::time::Instant;
 use anyhow::anyhow;
 use slide::Network;
 
-use super::Failure;
 use crate::checkpoint::{self, Identity, Position};
+use crate::failure::Failure;
 
 /// A checkpoint being synced and renamed on its own thread (see
 /// [`checkpoint::Unsynced::finish`]); dropping it waits for the thread, so that no way out

@@ -1,9 +1,10 @@
 //! Config keys of old (issue 28 gave each setting the core's name and type), read under
 //! their new names with a note that says so, or refused with a message naming the new key
 //! where the old spelling cannot be carried over: old config files and `--set` lines keep
-//! working. An ablation this build leaves out (`picks = "exact"` without the `ablations`
-//! feature) is refused here too, naming the feature. Runs on the TOML value, after the
-//! overrides and before the sections are read.
+//! working. The ablations' key, `picks`, is read by the core only with the `ablations`
+//! feature; without it `picks = "uniform"` or `"exact"` is refused here, naming the
+//! feature, and `picks = "tables"` (what such a build always does) read as left out. Runs
+//! on the TOML value, after the overrides and before the sections are read.
 
 use anyhow::{Result, bail};
 use toml::{Table, Value};
@@ -95,23 +96,40 @@ fn upgrade_lsh(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<
     }
     upgrade_family(lsh, place, notes)?;
     upgrade_ablations(lsh, place, notes)?;
-    refuse_unbuilt_ablation(lsh, place)?;
+    refuse_unbuilt_ablation(lsh, place, notes)?;
     upgrade_warmup(lsh, place, notes)
 }
 
-/// `picks = "exact"` (or `exact_picks = true` of old) in a trainer built without the
-/// `ablations` feature, which leaves that ablation out of the core: refused with the
-/// command that builds it, rather than serde's "unknown variant".
-fn refuse_unbuilt_ablation(lsh: &Table, place: &str) -> Result<()> {
-    if cfg!(not(feature = "ablations")) && lsh.get("picks").and_then(Value::as_str) == Some("exact")
-    {
-        bail!(
-            "{place}: `picks = \"exact\"` (`exact_picks = true` of old) is an ablation, built \
-             only with the trainer's `ablations` feature: \
-             cargo run --release -p slide-trainer --features ablations -- ..."
-        );
+/// `picks` in a trainer built without the `ablations` feature, whose core has no such key:
+/// `"uniform"` or `"exact"` (or `uniform = true` / `exact_picks = true` of old) is refused
+/// with the command that builds the ablations, rather than serde's "unknown field";
+/// `"tables"`, what such a build always does, is read as left out, with a note.
+fn refuse_unbuilt_ablation(lsh: &mut Table, place: &str, notes: &mut Vec<String>) -> Result<()> {
+    if cfg!(feature = "ablations") {
+        return Ok(());
     }
-    Ok(())
+    let Some(picks) = lsh.get("picks") else {
+        return Ok(());
+    };
+    let build = "built only with the trainer's `ablations` feature: cargo run --release -p \
+                 slide-trainer --features ablations -- ...";
+    match picks.as_str() {
+        Some("tables") => {
+            lsh.remove("picks");
+            notes.push(format!(
+                "{place}: `picks = \"tables\"` is what a build without the `ablations` feature \
+                 always does; read as left out"
+            ));
+            Ok(())
+        }
+        Some(name) => match ABLATIONS.iter().find(|(_, picks)| *picks == name) {
+            Some((old, _)) => bail!(
+                "{place}: `picks = \"{name}\"` (`{old} = true` of old) is an ablation, {build}"
+            ),
+            None => bail!("{place}: `picks` chooses an ablation, {build}"),
+        },
+        None => bail!("{place}: `picks` chooses an ablation, {build}"),
+    }
 }
 
 /// The family's flat keys of old: `family = "dwta"` with `bin_size`, `"simhash"` with

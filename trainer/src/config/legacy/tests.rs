@@ -49,19 +49,18 @@ fn old_key_names_load_with_a_note() {
     );
 }
 
-/// The ablations' flags of old, as benches/omikuji/compare.py's --set lines spell them:
+/// The ablations' flags of old, as benches/omikuji/compare.py's --set lines spell them, in
+/// a trainer built with the `ablations` feature (as the benchmarks' crate builds it):
 /// `uniform = true` / `exact_picks = true` load as `picks = "uniform"` / `"exact"` with a
-/// note (the exact picks in a trainer built with the `ablations` feature), `false` as the
-/// default.
+/// note.
+#[cfg(feature = "ablations")]
 #[test]
 fn the_ablations_flags_of_old_load_as_picks() {
     let (path, text) = shipped();
-    let flags = [
+    for (flag, name, picks) in [
         ("uniform", "uniform", slide::Picks::Uniform),
-        #[cfg(feature = "ablations")]
         ("exact_picks", "exact", slide::Picks::Exact),
-    ];
-    for (flag, name, picks) in flags {
+    ] {
         let set = format!("network.layers.1.lsh.{flag}=true");
         let config = parse_with(&text, &path, &[&set]).unwrap();
         assert_eq!(
@@ -71,34 +70,64 @@ fn the_ablations_flags_of_old_load_as_picks() {
         let note = format!("{PLACE}`{flag} = true` is now `picks = \"{name}\"`; read as such");
         assert_eq!(config.notes, [note]);
     }
-    let config = parse_with(&text, &path, &["network.layers.1.lsh.uniform=false"]).unwrap();
-    let unchanged = parse_with(&text, &path, &[]).unwrap();
-    assert_eq!(
-        config.network(135_909, 20_000),
-        unchanged.network(135_909, 20_000)
-    );
 }
 
-/// A trainer built without the `ablations` feature refuses the exact picks, in either
-/// spelling, with a message naming the feature.
-#[cfg(not(feature = "ablations"))]
+/// `uniform = false` and `exact_picks = false` of old, and `picks = "tables"`, say what the
+/// default says, in any build: the same network, with a note.
 #[test]
-fn exact_picks_without_the_ablations_feature_are_refused_naming_it() {
+fn the_tables_picks_in_any_spelling_load_as_the_default() {
     let (path, text) = shipped();
-    for set in [
-        "network.layers.1.lsh.exact_picks=true",
-        "network.layers.1.lsh.picks=\"exact\"",
+    let unchanged = parse_with(&text, &path, &[]).unwrap();
+    // With the `ablations` feature `picks = "tables"` is a key like any other: no note.
+    let old_key = cfg!(not(feature = "ablations"));
+    for (set, noted) in [
+        ("uniform=false", true),
+        ("exact_picks=false", true),
+        ("picks=\"tables\"", old_key),
     ] {
-        let err = format!("{:#}", parse_with(&text, &path, &[set]).unwrap_err());
-        assert!(
-            err.ends_with(
-                "network.layers[1].lsh: `picks = \"exact\"` (`exact_picks = true` of old) is an \
-                 ablation, built only with the trainer's `ablations` feature: cargo run \
-                 --release -p slide-trainer --features ablations -- ..."
-            ),
-            "{set}: {err}"
+        let set = format!("network.layers.1.lsh.{set}");
+        let config = parse_with(&text, &path, &[&set]).unwrap();
+        assert_eq!(
+            config.network(135_909, 20_000),
+            unchanged.network(135_909, 20_000),
+            "{set}"
+        );
+        assert_eq!(
+            config.notes.len(),
+            usize::from(noted),
+            "{set}: {:?}",
+            config.notes
         );
     }
+}
+
+/// A trainer built without the `ablations` feature, whose core reads no `picks` key,
+/// refuses the ablations' picks, in either spelling, with a message naming the feature.
+#[cfg(not(feature = "ablations"))]
+#[test]
+fn the_ablations_picks_without_the_feature_are_refused_naming_it() {
+    let (path, text) = shipped();
+    for (set, picks, old) in [
+        ("exact_picks=true", "exact", "exact_picks"),
+        ("picks=\"exact\"", "exact", "exact_picks"),
+        ("uniform=true", "uniform", "uniform"),
+        ("picks=\"uniform\"", "uniform", "uniform"),
+    ] {
+        let set = format!("network.layers.1.lsh.{set}");
+        let err = format!("{:#}", parse_with(&text, &path, &[&set]).unwrap_err());
+        let expected = format!(
+            "network.layers[1].lsh: `picks = \"{picks}\"` (`{old} = true` of old) is an \
+             ablation, built only with the trainer's `ablations` feature: cargo run \
+             --release -p slide-trainer --features ablations -- ..."
+        );
+        assert!(err.ends_with(&expected), "{set}: {err}");
+    }
+    let set = "network.layers.1.lsh.picks=\"bogus\"";
+    let err = format!("{:#}", parse_with(&text, &path, &[set]).unwrap_err());
+    assert!(
+        err.contains("`picks` chooses an ablation, built only with the trainer's `ablations`"),
+        "{err}"
+    );
 }
 
 /// An old key beside its new one, or both ablations at once, is refused with a message

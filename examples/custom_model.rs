@@ -19,8 +19,8 @@ use rand::{RngExt, SeedableRng};
 use rayon::prelude::*;
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling, Vector};
 use slide::{
-    Activation, Adam, AdamConfig, Init, LayerConfig, LayerTrace, LshConfig, Mode, SelectScratch,
-    SparseExamples, SparseLayer, UpdateScratch, sample_rng,
+    Activation, Adam, AdamConfig, Init, LayerConfig, LayerTrace, LshConfig, Mode, Retrieval,
+    SelectScratch, SparseExamples, SparseLayer, UpdateScratch, sample_rng,
 };
 use slide::{Examples, Result};
 
@@ -81,15 +81,18 @@ impl Model {
             ..LayerConfig::new(HIDDEN, Activation::Relu)
         }
         .sampled(LshConfig {
-            family: FamilyKind::SimHash(Projection::Sparse { density: 0.3 }),
-            params: LshParams {
-                k: 4,
-                l: 16,
-                range_pow: 4,
+            retrieval: Retrieval {
+                family: FamilyKind::SimHash(Projection::Sparse { density: 0.3 }),
+                params: LshParams {
+                    k: 4,
+                    l: 16,
+                    range_pow: 4,
+                },
+                bucket_capacity: 64,
+                policy: BucketPolicy::Reservoir,
+                sampling: Sampling::vanilla().with_budget(96).with_min_active(64),
+                ..Default::default()
             },
-            bucket_capacity: 64,
-            policy: BucketPolicy::Reservoir,
-            sampling: Sampling::vanilla().with_budget(96).with_min_active(64),
             ..Default::default()
         });
         let output = LayerConfig {
@@ -97,15 +100,18 @@ impl Model {
             ..LayerConfig::new(CLASSES, Activation::Linear)
         }
         .sampled(LshConfig {
-            family: FamilyKind::Dwta { bin_size: 8 },
-            params: LshParams {
-                k: 2,
-                l: 16,
-                range_pow: 6,
+            retrieval: Retrieval {
+                family: FamilyKind::Dwta { bin_size: 8 },
+                params: LshParams {
+                    k: 2,
+                    l: 16,
+                    range_pow: 6,
+                },
+                bucket_capacity: 32,
+                policy: BucketPolicy::Reservoir,
+                sampling: Sampling::vanilla().with_budget(32).with_min_active(32),
+                ..Default::default()
             },
-            bucket_capacity: 32,
-            policy: BucketPolicy::Reservoir,
-            sampling: Sampling::vanilla().with_budget(32).with_min_active(32),
             ..Default::default()
         });
         Ok(Model {

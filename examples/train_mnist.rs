@@ -17,7 +17,7 @@ use slide::formats::idx::read_images;
 use slide::lsh::{BucketPolicy, FamilyKind, LshParams, Projection, Sampling};
 use slide::{
     Activation, AdamConfig, Examples, LayerConfig, LshConfig, Mode, Network, NetworkConfig,
-    RebuildSchedule, StepStats,
+    RebuildSchedule, Retrieval, StepStats,
 };
 
 fn fail(message: impl std::fmt::Display) -> ! {
@@ -61,14 +61,17 @@ fn main() {
     let test = load("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz");
 
     let lsh = (!dense).then_some(LshConfig {
-        family: FamilyKind::SimHash(Projection::Sparse { density: 1.0 / 3.0 }),
-        params: LshParams {
-            k: 6,
-            l: 50,
-            range_pow: 6,
+        retrieval: Retrieval {
+            family: FamilyKind::SimHash(Projection::Sparse { density: 1.0 / 3.0 }),
+            params: LshParams {
+                k: 6,
+                l: 50,
+                range_pow: 6,
+            },
+            policy: BucketPolicy::Reservoir,
+            sampling: Sampling::top_k(active).with_min_active(active),
+            ..Default::default()
         },
-        policy: BucketPolicy::Reservoir,
-        sampling: Sampling::top_k(active).with_min_active(active),
         ..Default::default()
     });
     let layers = vec![

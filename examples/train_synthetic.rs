@@ -18,7 +18,7 @@ use rand::{RngExt, SeedableRng};
 use slide::lsh::{FamilyKind, LshParams, Sampling};
 use slide::{
     Activation, AdamConfig, LayerConfig, LshConfig, Mode, Network, NetworkConfig, RebuildSchedule,
-    SparseExamples, StepStats, WeightLayout,
+    Retrieval, SparseExamples, StepStats, WeightLayout,
 };
 
 const FEATURES: usize = 20_000;
@@ -94,13 +94,16 @@ fn main() {
     let test = generate(labels, 5_000, 2, &prototypes);
 
     let output = LayerConfig::new(labels, Activation::Softmax).sampled(LshConfig {
-        family: FamilyKind::Dwta { bin_size: 8 },
-        params: LshParams {
-            k: 4,
-            l: 50,
-            range_pow: 12,
+        retrieval: Retrieval {
+            family: FamilyKind::Dwta { bin_size: 8 },
+            params: LshParams {
+                k: 4,
+                l: 50,
+                range_pow: 12,
+            },
+            sampling: Sampling::top_k(256).with_min_active(256),
+            ..Default::default()
         },
-        sampling: Sampling::top_k(256).with_min_active(256),
         ..Default::default()
     });
     let hidden = LayerConfig {

@@ -191,7 +191,7 @@ impl NetworkConfig {
                 "softmax and sigmoid are only for the output layer",
             ));
         }
-        if last.activation == Activation::Sigmoid && last.lsh.is_some_and(|l| l.log_q) {
+        if last.activation == Activation::Sigmoid && last.lsh.is_some_and(|l| l.negatives.log_q) {
             return Err(config_error(
                 "output layer",
                 "log_q corrects a sampled softmax; a sigmoid output has no normaliser to \
@@ -335,16 +335,16 @@ impl NetworkConfig {
             estimate.parameters += rows * (block * 4 + 4) + out * 16;
             estimate.state += rows * (3 * row_len * 4 + 4) + out * 16;
             if let Some(lsh) = &layer.lsh {
-                let tables = lsh.tables(layer.out_dim, 0);
+                let tables = lsh.retrieval.tables(layer.out_dim, 0);
                 estimate.tables += tables.estimated_bytes();
                 // Saved: 4 u32 per bucket and the stored ids; shared negatives, center.
-                let buckets = (lsh.params.l as u64) << lsh.params.range_pow;
-                let stored = (lsh.params.l as u64) * out;
-                let shared = lsh.shared_len() as u64;
+                let buckets = (lsh.retrieval.params.l as u64) << lsh.retrieval.params.range_pow;
+                let stored = (lsh.retrieval.params.l as u64) * out;
+                let shared = lsh.negatives.shared_len() as u64;
                 estimate.state += buckets * 16 + stored * 4 + shared * 4;
                 // The copy of a pool's weights (as stored) and biases (see
-                // `LshConfig::shared_pool`).
-                if lsh.pooled() {
+                // `Negatives::shared_pool`).
+                if lsh.negatives.pooled() {
                     let bytes = if layer.weights == Precision::Bf16 {
                         2
                     } else {
@@ -352,7 +352,11 @@ impl NetworkConfig {
                     };
                     estimate.tables += shared * (in_dim * bytes + 4);
                 }
-                estimate.state += if lsh.center_queries { in_dim * 4 } else { 0 };
+                estimate.state += if lsh.retrieval.center_queries {
+                    in_dim * 4
+                } else {
+                    0
+                };
             }
             in_dim = out;
         }

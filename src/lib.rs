@@ -19,7 +19,7 @@
 //! ```
 //! use slide::{
 //!     Activation, AdamConfig, DenseExamples, LayerConfig, LshConfig, Mode, Network,
-//!     NetworkConfig, RebuildSchedule, Workspace,
+//!     NetworkConfig, RebuildSchedule, Retrieval, Workspace,
 //! };
 //! use slide::lsh::{FamilyKind, LshParams, Projection, Sampling};
 //!
@@ -33,10 +33,13 @@
 //! }
 //! // Set only what differs from the defaults.
 //! let hidden = LayerConfig::new(64, Activation::Relu).sampled(LshConfig {
-//!     family: FamilyKind::SimHash(Projection::Gaussian),
-//!     params: LshParams { k: 2, l: 8, range_pow: 2 },
-//!     bucket_capacity: 64,
-//!     sampling: Sampling::vanilla().with_min_active(16),
+//!     retrieval: Retrieval {
+//!         family: FamilyKind::SimHash(Projection::Gaussian),
+//!         params: LshParams { k: 2, l: 8, range_pow: 2 },
+//!         bucket_capacity: 64,
+//!         sampling: Sampling::vanilla().with_min_active(16),
+//!         ..Default::default()
+//!     },
 //!     ..Default::default()
 //! });
 //! let output = LayerConfig::new(2, Activation::Softmax);
@@ -83,8 +86,8 @@ pub use eval::{EVAL_BLOCK, EvalOptions, EvalPrecision};
 pub use kernels::describe as describe_kernels;
 pub use layer::{
     Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
-    Picks, Precision, SampleRng, SelectScratch, SparseLayer, StateSource, StateTensor, Warmup,
-    WarmupLength, WeightLayout, sample_rng,
+    Negatives, Picks, Precision, Retrieval, SampleRng, SelectScratch, SparseLayer, StateSource,
+    StateTensor, Warmup, WarmupLength, WeightLayout, sample_rng,
 };
 pub use network::{Network, NetworkState, StateScalars};
 pub use optimizer::{

@@ -129,7 +129,7 @@ fn rescoring_the_shared_negatives_allocates_nothing_when_warm() {
         counted_pool(1).install(|| {
             let mut config = sampled(500, Activation::Softmax, 32);
             if let Some(lsh) = &mut config.lsh {
-                (lsh.shared_negatives, lsh.shared_pool) = (16, pool);
+                (lsh.negatives.shared_negatives, lsh.negatives.shared_pool) = (16, pool);
             }
             let mut layer = slide::SparseLayer::new(64, &config, 3).unwrap();
             let mean: Vec<f32> = (0..64).map(|i| (i % 7) as f32 * 0.1).collect();

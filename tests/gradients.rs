@@ -26,13 +26,13 @@ fn checked_gradients(
         .unwrap();
     let mut reference = Reference::of(net);
     let output_lsh = net.config().layers.last().and_then(|l| l.lsh);
-    reference.log_q = output_lsh.is_some_and(|l| l.log_q);
-    if let Some(l) = output_lsh.filter(|l| l.shared_negatives > 0) {
+    reference.log_q = output_lsh.is_some_and(|l| l.negatives.log_q);
+    if let Some(l) = output_lsh.filter(|l| l.negatives.shared_negatives > 0) {
         reference.shared = net.export_state().layers.last().unwrap().shared.clone();
-        reference.shared_fraction = f64::from(l.shared_shift);
+        reference.shared_fraction = f64::from(l.negatives.shared_shift);
     }
     reference.random_tail = output_lsh
-        .map(|l| l.sampling.random_extra)
+        .map(|l| l.retrieval.sampling.random_extra)
         .filter(|&r| r > 0);
     let h = 1e-6;
     let mut worst = 0.0f64;
@@ -209,7 +209,13 @@ fn sampled_one_vs_all_gradients_equal_those_of_the_active_outputs_losses() {
 fn log_q_gradients_equal_those_of_the_shifted_loss() {
     let data = sparse_data(6, 24, 20, 5);
     let mut output = sampled(20, Activation::Softmax, 5);
-    output.lsh = output.lsh.map(|l| slide::LshConfig { log_q: true, ..l });
+    output.lsh = output.lsh.map(|l| slide::LshConfig {
+        negatives: slide::Negatives {
+            log_q: true,
+            ..l.negatives
+        },
+        ..l
+    });
     let net = network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6);
     let batch: Vec<usize> = (0..6).collect();
     let grads = checked_gradients(&net, &data, &batch, "log-Q", 1e-3);
@@ -221,7 +227,7 @@ fn log_q_gradients_equal_those_of_the_shifted_loss() {
     assert_losses_differ(&shifted, &plain, &data, &batch, &grads);
 }
 
-/// Shared negatives with a fraction of the log-Q shift (`LshConfig::shared_shift`): the
+/// Shared negatives with a fraction of the log-Q shift (`Negatives::shared_shift`): the
 /// labels are scored as themselves, the shared negatives with `0.5 s` and the other active
 /// outputs with `s = ln((n - f) / (a - f))`, `f` counting labels and shared negatives. Each
 /// is a constant per sample, so the gradients equal central differences of that loss.
@@ -232,9 +238,12 @@ fn shared_shift_gradients_equal_those_of_the_shifted_loss() {
     let data = sparse_data(16, 24, 20, 5);
     let mut output = sampled(20, Activation::Softmax, 5);
     output.lsh = output.lsh.map(|l| slide::LshConfig {
-        log_q: true,
-        shared_negatives: 3,
-        shared_shift: 0.5,
+        negatives: slide::Negatives {
+            log_q: true,
+            shared_negatives: 3,
+            shared_shift: 0.5,
+            ..l.negatives
+        },
         ..l
     });
     let mut net = network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6);
@@ -266,8 +275,14 @@ fn log_q_gradients_with_random_negatives_equal_those_of_the_shifted_loss() {
     let data = sparse_data(6, 24, 20, 5);
     let mut output = sampled(20, Activation::Softmax, 5);
     output.lsh = output.lsh.map(|l| slide::LshConfig {
-        log_q: true,
-        sampling: l.sampling.with_min_active(0).with_random_extra(4),
+        retrieval: slide::Retrieval {
+            sampling: l.retrieval.sampling.with_min_active(0).with_random_extra(4),
+            ..l.retrieval
+        },
+        negatives: slide::Negatives {
+            log_q: true,
+            ..l.negatives
+        },
         ..l
     });
     let net = network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6);

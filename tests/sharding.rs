@@ -35,9 +35,9 @@ fn with_output(output: LayerConfig) -> NetworkConfig {
 fn sampled_config() -> NetworkConfig {
     let mut output = sampled(LABELS, Activation::Softmax, 8);
     if let Some(lsh) = output.lsh.as_mut() {
-        lsh.log_q = true;
-        lsh.shared_negatives = 2;
-        lsh.shared_pool = 6;
+        lsh.negatives.log_q = true;
+        lsh.negatives.shared_negatives = 2;
+        lsh.negatives.shared_pool = 6;
     }
     with_output(output)
 }
@@ -189,8 +189,11 @@ fn traffic_per_step_is_the_hidden_gradient_and_two_floats_per_sample() {
 fn the_ranks_share_the_sampling_budget() {
     let lsh = sampled_config().layers[1].lsh.unwrap();
     let lsh = slide::LshConfig {
-        shared_negatives: 7,
-        shared_pool: 31,
+        negatives: slide::Negatives {
+            shared_negatives: 7,
+            shared_pool: 31,
+            ..lsh.negatives
+        },
         warmup: Some(slide::Warmup {
             random: 5,
             length: slide::WarmupLength::Steps(3),
@@ -200,15 +203,15 @@ fn the_ranks_share_the_sampling_budget() {
     for ranks in 1..=5 {
         let parts: Vec<_> = (0..ranks).map(|r| lsh.rank_share(r, ranks)).collect();
         let total = |f: &dyn Fn(&slide::LshConfig) -> usize| parts.iter().map(f).sum::<usize>();
-        assert_eq!(total(&|p| p.sampling.budget.unwrap()), 8);
-        assert_eq!(total(&|p| p.sampling.min_active), 8);
-        assert_eq!(total(&|p| p.shared_negatives), 7);
-        assert_eq!(total(&|p| p.shared_pool), 31);
+        assert_eq!(total(&|p| p.retrieval.sampling.budget.unwrap()), 8);
+        assert_eq!(total(&|p| p.retrieval.sampling.min_active), 8);
+        assert_eq!(total(&|p| p.negatives.shared_negatives), 7);
+        assert_eq!(total(&|p| p.negatives.shared_pool), 31);
         assert_eq!(total(&|p| p.warmup.unwrap().random), 5);
         assert!(
             parts
                 .iter()
-                .all(|p| p.sampling.min_active >= 1 && p.shared_negatives >= 1)
+                .all(|p| p.retrieval.sampling.min_active >= 1 && p.negatives.shared_negatives >= 1)
         );
     }
 }

@@ -388,13 +388,16 @@ fn a_rebuild_hashes_the_current_weights() {
     // The neuron most often found over 8 tables of 6-bit SimHash codes: a neuron pointing
     // along the input collides in all 8, a random one in about 8 / 64.
     hidden.lsh = hidden.lsh.map(|l| slide::LshConfig {
-        params: slide::lsh::LshParams {
-            k: 6,
-            l: 8,
-            range_pow: 6,
+        retrieval: slide::Retrieval {
+            params: slide::lsh::LshParams {
+                k: 6,
+                l: 8,
+                range_pow: 6,
+            },
+            bucket_capacity: 256,
+            sampling: slide::lsh::Sampling::top_k(1),
+            ..l.retrieval
         },
-        bucket_capacity: 256,
-        sampling: slide::lsh::Sampling::top_k(1),
         ..l
     });
     let mut net = network(16, vec![hidden, dense(2, Activation::Softmax)], 1e-3, 15);
@@ -636,7 +639,14 @@ fn pooled_evaluation_scores_the_table_picks_the_pool_lacks() {
 fn tableless_output(out_dim: usize, min_active: usize) -> slide::LayerConfig {
     let mut output = sampled(out_dim, Activation::Softmax, 0);
     output.lsh = output.lsh.map(|l| slide::LshConfig {
-        sampling: l.sampling.with_budget(0).with_min_active(min_active),
+        retrieval: slide::Retrieval {
+            sampling: l
+                .retrieval
+                .sampling
+                .with_budget(0)
+                .with_min_active(min_active),
+            ..l.retrieval
+        },
         ..l
     });
     output
@@ -822,7 +832,11 @@ fn random_ids_warm_up_ends_on_schedule_and_on_resume() {
     let config = || {
         let mut config = resumable_config(22);
         let lsh = config.layers[1].lsh.as_mut().unwrap();
-        lsh.sampling = lsh.sampling.with_min_active(0).with_random_extra(2);
+        lsh.retrieval.sampling = lsh
+            .retrieval
+            .sampling
+            .with_min_active(0)
+            .with_random_extra(2);
         lsh.warmup = Some(slide::Warmup {
             random: 4,
             length: slide::WarmupLength::Steps(6),
@@ -879,10 +893,16 @@ fn resumable_config(seed: u64) -> NetworkConfig {
     let layers = || {
         let mut output = sampled(40, Activation::Softmax, 8);
         output.lsh = output.lsh.map(|l| slide::LshConfig {
-            log_q: true,
-            shared_negatives: 3,
-            center_queries: true,
-            shared_pool: 6,
+            retrieval: slide::Retrieval {
+                center_queries: true,
+                ..l.retrieval
+            },
+            negatives: slide::Negatives {
+                log_q: true,
+                shared_negatives: 3,
+                shared_pool: 6,
+                ..l.negatives
+            },
             ..l
         });
         vec![input_major(24, Activation::Relu), output]
@@ -1166,10 +1186,10 @@ fn recorded_runs(correction: BiasCorrection) -> (u64, u64) {
     let sparse = sparse_data(192, 300, 200, 11);
     let mut output = sampled(200, Activation::Softmax, 24);
     if let Some(lsh) = &mut output.lsh {
-        lsh.log_q = true;
-        lsh.shared_negatives = 4;
-        lsh.center_queries = true;
-        lsh.sampling = lsh.sampling.with_random_extra(8);
+        lsh.negatives.log_q = true;
+        lsh.negatives.shared_negatives = 4;
+        lsh.retrieval.center_queries = true;
+        lsh.retrieval.sampling = lsh.retrieval.sampling.with_random_extra(8);
     }
     let adam = |lr| AdamConfig {
         lr,
@@ -1459,7 +1479,7 @@ fn best_of(layer: &slide::SparseLayer, ids: &[u32], input: &[f32], count: usize)
 fn rescoring_keeps_the_best_of_the_shared_negatives_and_the_candidates() {
     let mut config = sampled(30, Activation::Softmax, 8);
     if let Some(lsh) = &mut config.lsh {
-        lsh.shared_negatives = 4;
+        lsh.negatives.shared_negatives = 4;
     }
     let mut layer = slide::SparseLayer::new(6, &config, 5).unwrap();
     let mean = [0.5, 0.0, 1.0, 0.25, 0.0, 0.75];
@@ -1511,7 +1531,7 @@ fn a_pool_gives_each_sample_its_own_best_shared_negatives_in(storage: Storage) {
     let mut config = sampled(30, Activation::Softmax, 8);
     (config.weights, config.moments) = storage;
     if let Some(lsh) = &mut config.lsh {
-        (lsh.shared_negatives, lsh.shared_pool) = (3, 10);
+        (lsh.negatives.shared_negatives, lsh.negatives.shared_pool) = (3, 10);
     }
     let mut layer = slide::SparseLayer::new(6, &config, 5).unwrap();
     let mean = [0.5, 0.0, 1.0, 0.25, 0.0, 0.75];
@@ -1578,7 +1598,7 @@ fn a_pool_must_fit_the_layer_and_have_shared_negatives_to_pick() {
     ] {
         let mut config = sampled(30, Activation::Softmax, 8);
         if let Some(lsh) = &mut config.lsh {
-            (lsh.shared_negatives, lsh.shared_pool) = (negatives, pool);
+            (lsh.negatives.shared_negatives, lsh.negatives.shared_pool) = (negatives, pool);
         }
         let Err(e) = slide::SparseLayer::new(6, &config, 5) else {
             panic!("a pool of {pool} with {negatives} shared negatives was accepted");
@@ -1592,7 +1612,7 @@ fn a_pool_must_fit_the_layer_and_have_shared_negatives_to_pick() {
 fn rescoring_refuses_a_candidate_out_of_range() {
     let mut config = sampled(30, Activation::Softmax, 8);
     if let Some(lsh) = &mut config.lsh {
-        lsh.shared_negatives = 4;
+        lsh.negatives.shared_negatives = 4;
     }
     let mut layer = slide::SparseLayer::new(6, &config, 5).unwrap();
     layer.rescore_shared(&[0.0; 6], &[30]);
@@ -1651,7 +1671,7 @@ fn exact_picks_are_the_best_scoring_neurons_outside_the_forced_ones() {
     let mut config = sampled(60, Activation::Softmax, 12);
     if let Some(lsh) = &mut config.lsh {
         lsh.picks = slide::Picks::Exact;
-        lsh.sampling = lsh.sampling.with_random_extra(5);
+        lsh.retrieval.sampling = lsh.retrieval.sampling.with_random_extra(5);
     }
     let layer = slide::SparseLayer::new(8, &config, 9).unwrap();
     let x = [0.3, -1.0, 0.5, 0.0, 2.0, -0.25, 1.0, 0.75];

@@ -13,7 +13,7 @@ use rand::{RngExt, SeedableRng};
 use slide::lsh::{FamilyKind, LshParams, Sampling};
 use slide::{
     Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LshConfig, Network,
-    NetworkConfig, RebuildSchedule, SparseExamples, StepStats,
+    NetworkConfig, RebuildSchedule, Retrieval, SparseExamples, StepStats,
 };
 
 use crate::baseline::Baseline;
@@ -107,9 +107,12 @@ impl Recipe {
             Sampling::vanilla().with_budget(self.budget)
         };
         LshConfig {
-            family: self.family,
-            params: self.params,
-            sampling: sampling.with_min_active(self.budget),
+            retrieval: Retrieval {
+                family: self.family,
+                params: self.params,
+                sampling: sampling.with_min_active(self.budget),
+                ..Default::default()
+            },
             ..Default::default()
         }
     }

@@ -7,7 +7,7 @@ use rand::{RngExt, SeedableRng};
 use slide::lsh::{FamilyKind, LshParams, Projection, Sampling};
 use slide::{
     Activation, AdamConfig, DenseExamples, LayerConfig, LayerGradients, LshConfig, Network,
-    NetworkConfig, RebuildSchedule, SparseExamples, WeightLayout,
+    NetworkConfig, RebuildSchedule, Retrieval, SparseExamples, WeightLayout,
 };
 use slide_benches::baseline::{Baseline, Gradients};
 
@@ -20,14 +20,17 @@ fn layer(
     LayerConfig {
         layout,
         lsh: budget.map(|b| LshConfig {
-            family: FamilyKind::SimHash(Projection::Gaussian),
-            params: LshParams {
-                k: 3,
-                l: 4,
-                range_pow: 3,
+            retrieval: Retrieval {
+                family: FamilyKind::SimHash(Projection::Gaussian),
+                params: LshParams {
+                    k: 3,
+                    l: 4,
+                    range_pow: 3,
+                },
+                bucket_capacity: 8,
+                sampling: Sampling::vanilla().with_budget(b).with_min_active(b),
+                ..Default::default()
             },
-            bucket_capacity: 8,
-            sampling: Sampling::vanilla().with_budget(b).with_min_active(b),
             ..Default::default()
         }),
         ..LayerConfig::new(out_dim, activation)

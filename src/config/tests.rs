@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::Network;
-use crate::layer::{Init, LshConfig};
+use crate::layer::{Init, LshConfig, Negatives, Retrieval};
 use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
 
 fn config() -> NetworkConfig {
@@ -47,16 +47,22 @@ fn architecture_hash_is_stable_and_ignores_training_settings() {
 /// A sampled layer's settings: SimHash, 16 shared negatives, no pool.
 fn lsh_config() -> LshConfig {
     LshConfig {
-        family: FamilyKind::SimHash(slide_lsh::Projection::Gaussian),
-        params: LshParams {
-            k: 10,
-            l: 8,
-            range_pow: 10,
+        retrieval: Retrieval {
+            family: FamilyKind::SimHash(slide_lsh::Projection::Gaussian),
+            params: LshParams {
+                k: 10,
+                l: 8,
+                range_pow: 10,
+            },
+            bucket_capacity: 64,
+            policy: BucketPolicy::Fifo,
+            sampling: Sampling::vanilla().with_budget(100),
+            ..Default::default()
         },
-        bucket_capacity: 64,
-        policy: BucketPolicy::Fifo,
-        sampling: Sampling::vanilla().with_budget(100),
-        shared_negatives: 16,
+        negatives: Negatives {
+            shared_negatives: 16,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -67,10 +73,9 @@ fn lsh_config() -> LshConfig {
 fn a_pool_is_part_of_the_architecture_when_it_is_used() {
     let with_pool = |shared_pool| {
         let mut config = config();
-        config.layers[1].lsh = Some(LshConfig {
-            shared_pool,
-            ..lsh_config()
-        });
+        let mut lsh = lsh_config();
+        lsh.negatives.shared_pool = shared_pool;
+        config.layers[1].lsh = Some(lsh);
         config
     };
     let hash = |pool| with_pool(pool).architecture_hash();
@@ -102,14 +107,17 @@ fn output_activations_are_checked() {
     let message = relu.validate().unwrap_err().to_string();
     assert!(message.contains("softmax or the sigmoid"), "{message}");
     let lsh = LshConfig {
-        log_q: true,
+        negatives: Negatives {
+            log_q: true,
+            ..Default::default()
+        },
         ..LshConfig::default()
     };
     let mut corrected = sigmoid.clone();
     corrected.layers[1] = corrected.layers[1].sampled(lsh);
     let message = corrected.validate().unwrap_err().to_string();
     assert!(message.contains("log_q"), "{message}");
-    corrected.layers[1].lsh.as_mut().unwrap().log_q = false;
+    corrected.layers[1].lsh.as_mut().unwrap().negatives.log_q = false;
     corrected.validate().unwrap();
 }
 
@@ -152,10 +160,9 @@ fn wide(weights: Precision, moments: Precision, pool: usize) -> NetworkConfig {
     config.layers[0].layout = WeightLayout::InputMajor;
     config.layers[0].out_dim = 64;
     config.layers[1].out_dim = 5000;
-    config.layers[1].lsh = Some(LshConfig {
-        shared_pool: pool,
-        ..lsh_config()
-    });
+    let mut lsh = lsh_config();
+    lsh.negatives.shared_pool = pool;
+    config.layers[1].lsh = Some(lsh);
     config
 }
 

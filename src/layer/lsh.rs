@@ -38,11 +38,11 @@ impl SparseLayer {
     pub fn table_stats(&self) -> Option<TablesStats> {
         self.lsh.as_ref().map(|l| l.stats)
     }
-    /// Refreshes what the layer derives from the mean input of a recent training batch:
-    /// the shared negatives (see [`LshConfig::shared_negatives`]) or their pool (see
-    /// [`LshConfig::shared_pool`]), the neurons with the highest pre-activation for
-    /// `mean_input`, and the query center (see
-    /// [`LshConfig::center_queries`]).
+    /// Refreshes what the layer derives from the mean input of a recent training batch: the shared
+    /// negatives (see [`Negatives::shared_negatives`](crate::Negatives::shared_negatives)) or their
+    /// pool (see [`Negatives::shared_pool`](crate::Negatives::shared_pool)), the neurons with the
+    /// highest pre-activation for `mean_input`, and the query center (see
+    /// [`Retrieval::center_queries`](crate::Retrieval::center_queries)).
     ///
     /// A [`Network`](crate::Network) calls this every 8 steps and at every rebuild, and
     /// [`rescore_shared`](Self::rescore_shared) in between; a caller training the layer on
@@ -65,7 +65,7 @@ impl SparseLayer {
         lsh.shared.clear();
         lsh.shared.extend_from_slice(&best);
         self.copy_pool_rows(&mut lsh);
-        if lsh.config.center_queries {
+        if lsh.config.retrieval.center_queries {
             lsh.center.clear();
             lsh.center.extend_from_slice(mean_input);
         }
@@ -73,8 +73,8 @@ impl SparseLayer {
     }
 
     /// Re-ranks the shared negatives between two refreshes: scores them and `candidates`
-    /// for `mean_input` and keeps the best [`shared_negatives`](LshConfig::shared_negatives)
-    /// (with a pool, [`shared_pool`](LshConfig::shared_pool)) of that union, best first
+    /// for `mean_input` and keeps the best [`shared_negatives`](crate::Negatives::shared_negatives)
+    /// (with a pool, [`shared_pool`](crate::Negatives::shared_pool)) of that union, best first
     /// (ties: the lower id). A [`Network`](crate::Network) calls
     /// this after every training step of its output layer that does not refresh, with the
     /// mean input of the batch and the batch's labels as candidates: the step has just
@@ -118,10 +118,10 @@ impl SparseLayer {
         self.lsh = Some(lsh);
     }
 
-    /// With a pool (see [`LshConfig::shared_pool`]), copies its weights input by input
-    /// (as stored: BF16 takes half the bytes) and its biases into `lsh`, so that a sample
-    /// scores the whole pool with one `axpy` per nonzero input (a dot product per member
-    /// cost about 30 ns, most of it the reduction); otherwise nothing. Allocates only to
+    /// With a pool (see [`Negatives::shared_pool`](crate::Negatives::shared_pool)), copies its
+    /// weights input by input (as stored: BF16 takes half the bytes) and its biases into `lsh`, so
+    /// that a sample scores the whole pool with one `axpy` per nonzero input (a dot product per
+    /// member cost about 30 ns, most of it the reduction); otherwise nothing. Allocates only to
     /// grow.
     pub(crate) fn copy_pool_rows(&self, lsh: &mut LshState) {
         lsh.pool_cols.clear();
@@ -157,17 +157,17 @@ impl SparseLayer {
 
     /// Whether the layer uses the mean input (shared negatives or centered queries).
     pub(crate) fn uses_mean_input(&self) -> bool {
-        self.lsh
-            .as_ref()
-            .is_some_and(|l| l.config.shared_negatives > 0 || l.config.center_queries)
+        self.lsh.as_ref().is_some_and(|l| {
+            l.config.negatives.shared_negatives > 0 || l.config.retrieval.center_queries
+        })
     }
 
-    /// Whether what the layer derives from the mean input is due for a refresh after
-    /// `step` training steps (see [`LshConfig::shared_refresh`]).
+    /// Whether what the layer derives from the mean input is due for a refresh after `step`
+    /// training steps (see [`Negatives::shared_refresh`](crate::Negatives::shared_refresh)).
     pub(crate) fn mean_input_due(&self, step: u64) -> bool {
         self.lsh
             .as_ref()
-            .is_some_and(|l| step.is_multiple_of(l.config.shared_refresh))
+            .is_some_and(|l| step.is_multiple_of(l.config.negatives.shared_refresh))
     }
 }
 

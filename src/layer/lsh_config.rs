@@ -2,12 +2,12 @@
 //! own defaults, checks and part of the config file in its own file: retrieval
 //! ([`Retrieval`], `retrieval.rs`), the negatives ([`Negatives`], `negatives.rs`), the
 //! warm-up ([`Warmup`], `warmup.rs`) and, an ablation, the picks ([`Picks`], `picks.rs`).
-//! The concepts know nothing of this file; it puts them together: the flat struct, the
-//! description a checkpoint records, the checks in order, the share of one rank of a
+//! The concepts know nothing of this file; it puts them together: the struct of the four,
+//! the description a checkpoint records, the checks in order, the share of one rank of a
 //! sharded layer, and the serde form of `[network.layers.lsh]` (`LshSpec`: the concepts'
 //! keys side by side). docs/design.md, "Adding an LSH setting", walks a new key through.
 
-use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling, TablesConfig};
+use slide_lsh::Sampling;
 
 use super::negatives::Negatives;
 use super::picks::Picks;
@@ -19,9 +19,8 @@ use crate::error::Result;
 
 pub use super::negatives::DEFAULT_SHARED_REFRESH;
 
-/// LSH sampling settings of a layer, flat: [`Retrieval`]'s, [`Negatives`]' and the
-/// [`Warmup`] side by side ([`from_parts`](Self::from_parts) composes them,
-/// [`retrieval`](Self::retrieval) and [`negatives`](Self::negatives) take them apart).
+/// LSH sampling settings of a layer: its [`Retrieval`], its [`Negatives`], its [`Picks`]
+/// and its [`Warmup`], each a concept with its own defaults and checks.
 ///
 /// With the `serde` feature it reads and writes the form of a config file's
 /// `[network.layers.lsh]`: the concepts' flat keys (an unknown one is an error naming it),
@@ -36,30 +35,12 @@ pub use super::negatives::DEFAULT_SHARED_REFRESH;
     serde(try_from = "LshSpec", into = "LshSpec")
 )]
 pub struct LshConfig {
-    /// Hash family ([`Retrieval::family`]).
-    pub family: FamilyKind,
-    /// `K`, `L`, `range_pow` ([`Retrieval::params`]).
-    pub params: LshParams,
-    /// Most neurons per bucket ([`Retrieval::bucket_capacity`]).
-    pub bucket_capacity: usize,
-    /// What a full bucket does ([`Retrieval::policy`]).
-    pub policy: BucketPolicy,
-    /// How candidates become the active set ([`Retrieval::sampling`]).
-    pub sampling: Sampling,
-    /// The sampled-softmax (log-Q) correction ([`Negatives::log_q`]).
-    pub log_q: bool,
-    /// Outputs scoring highest for the mean input, active for every sample
-    /// ([`Negatives::shared_negatives`]).
-    pub shared_negatives: usize,
-    /// The shared negatives' fraction of the log-Q shift ([`Negatives::shared_shift`]).
-    pub shared_shift: f32,
-    /// The pool each sample picks its shared negatives from ([`Negatives::shared_pool`]).
-    pub shared_pool: usize,
-    /// Training steps between two choices of the shared negatives
-    /// ([`Negatives::shared_refresh`]).
-    pub shared_refresh: u64,
-    /// Hash the input minus the batch mean ([`Retrieval::center_queries`]).
-    pub center_queries: bool,
+    /// How a sample's candidates are found and become its active set: hash family, `K`,
+    /// `L`, `range_pow`, buckets, sampling, centered queries.
+    pub retrieval: Retrieval,
+    /// The negatives beyond the tables' picks and their correction: log-Q, the shared
+    /// negatives, their shift, pool and refresh period.
+    pub negatives: Negatives,
     /// Where the picks come from: the tables (see [`Picks`]; the other answers are
     /// ablations, built only with the `ablations` feature).
     pub picks: Picks,
@@ -73,74 +54,26 @@ impl Default for LshConfig {
     /// shared negative off), the tables' picks and no warm-up. Set what differs:
     ///
     /// ```
-    /// use slide::LshConfig;
     /// use slide::lsh::Sampling;
-    /// let lsh = LshConfig { sampling: Sampling::top_k(256), log_q: true, ..Default::default() };
-    /// assert_eq!(lsh.shared_refresh, 8);
+    /// use slide::{LshConfig, Negatives, Retrieval};
+    /// let lsh = LshConfig {
+    ///     retrieval: Retrieval { sampling: Sampling::top_k(256), ..Default::default() },
+    ///     negatives: Negatives { log_q: true, ..Default::default() },
+    ///     ..Default::default()
+    /// };
+    /// assert_eq!(lsh.negatives.shared_refresh, 8);
     /// ```
     fn default() -> Self {
-        LshConfig::from_parts(Retrieval::default(), Negatives::default(), None)
+        LshConfig {
+            retrieval: Retrieval::default(),
+            negatives: Negatives::default(),
+            picks: Picks::Tables,
+            warmup: None,
+        }
     }
 }
 
 impl LshConfig {
-    /// The settings of `retrieval`, `negatives` and `warmup` as one, with the tables' picks.
-    pub fn from_parts(retrieval: Retrieval, negatives: Negatives, warmup: Option<Warmup>) -> Self {
-        let Retrieval {
-            family,
-            params,
-            bucket_capacity,
-            policy,
-            sampling,
-            center_queries,
-        } = retrieval;
-        let Negatives {
-            log_q,
-            shared_negatives,
-            shared_shift,
-            shared_pool,
-            shared_refresh,
-        } = negatives;
-        LshConfig {
-            family,
-            params,
-            bucket_capacity,
-            policy,
-            sampling,
-            log_q,
-            shared_negatives,
-            shared_shift,
-            shared_pool,
-            shared_refresh,
-            center_queries,
-            picks: Picks::Tables,
-            warmup,
-        }
-    }
-
-    /// The retrieval settings.
-    pub fn retrieval(&self) -> Retrieval {
-        Retrieval {
-            family: self.family,
-            params: self.params,
-            bucket_capacity: self.bucket_capacity,
-            policy: self.policy,
-            sampling: self.sampling,
-            center_queries: self.center_queries,
-        }
-    }
-
-    /// The negatives' settings.
-    pub fn negatives(&self) -> Negatives {
-        Negatives {
-            log_q: self.log_q,
-            shared_negatives: self.shared_negatives,
-            shared_shift: self.shared_shift,
-            shared_pool: self.shared_pool,
-            shared_refresh: self.shared_refresh,
-        }
-    }
-
     /// The settings' names in [`describe`](Self::describe) that only shape training: the
     /// [architecture hash](crate::NetworkConfig::architecture_hash) leaves them out.
     pub(crate) const TRAINING_ONLY: [&str; 5] = [
@@ -160,24 +93,30 @@ impl LshConfig {
     /// and `warmup_steps`. A new setting a resume must compare is put here (and in
     /// [`TRAINING_ONLY`](Self::TRAINING_ONLY) if it only shapes training).
     pub(crate) fn describe(&self, put: &mut dyn FnMut(&str, String)) {
-        put("family", format!("{:?}", self.family));
-        put("params", format!("{:?}", self.params));
-        put("bucket_capacity", self.bucket_capacity.to_string());
-        put("policy", format!("{:?}", self.policy));
+        put("family", format!("{:?}", self.retrieval.family));
+        put("params", format!("{:?}", self.retrieval.params));
+        put(
+            "bucket_capacity",
+            self.retrieval.bucket_capacity.to_string(),
+        );
+        put("policy", format!("{:?}", self.retrieval.policy));
         // The sampling the layer runs (uniform picks rewrite it), as before the ablation
         // had a name of its own.
         put("sampling", format!("{:?}", self.effective_sampling()));
-        put("log_q", self.log_q.to_string());
-        put("shared_negatives", self.shared_negatives.to_string());
-        put("center_queries", self.center_queries.to_string());
-        if self.pooled() {
-            put("shared_pool", self.shared_pool.to_string());
+        put("log_q", self.negatives.log_q.to_string());
+        put(
+            "shared_negatives",
+            self.negatives.shared_negatives.to_string(),
+        );
+        put("center_queries", self.retrieval.center_queries.to_string());
+        if self.negatives.pooled() {
+            put("shared_pool", self.negatives.shared_pool.to_string());
         }
-        if self.shared_shift != 0.0 {
-            put("shared_shift", self.shared_shift.to_string());
+        if self.negatives.shared_shift != 0.0 {
+            put("shared_shift", self.negatives.shared_shift.to_string());
         }
-        if self.shared_refresh != DEFAULT_SHARED_REFRESH {
-            put("shared_refresh", self.shared_refresh.to_string());
+        if self.negatives.shared_refresh != DEFAULT_SHARED_REFRESH {
+            put("shared_refresh", self.negatives.shared_refresh.to_string());
         }
         // The names these settings had before `picks` and `warmup` grouped them, so
         // checkpoints written then compare equal.
@@ -201,35 +140,19 @@ impl LshConfig {
     /// picks' and [`Retrieval::validate`], which checks everything the lsh crate can check
     /// before the input dimension is known) for a layer of `out_dim` neurons.
     pub fn validate(&self, out_dim: usize) -> Result<()> {
-        self.negatives().validate(out_dim)?;
+        self.negatives.validate(out_dim)?;
         if let Some(warmup) = self.warmup {
             warmup.validate()?;
         }
         #[cfg(feature = "ablations")]
-        self.picks.validate(&self.sampling)?;
-        self.retrieval().validate(out_dim)
+        self.picks.validate(&self.retrieval.sampling)?;
+        self.retrieval.validate(out_dim)
     }
 
-    /// The sampling the layer runs: [`sampling`](Self::sampling) as its
+    /// The sampling the layer runs: [`Retrieval::sampling`] as its
     /// [`picks`](Self::picks) rewrite it ([`Picks::sampling`]).
     pub fn effective_sampling(&self) -> Sampling {
-        self.picks.sampling(self.sampling)
-    }
-
-    /// The tables' config for a layer of `out_dim` neurons ([`NetworkConfig::estimated_bytes`](crate::NetworkConfig::estimated_bytes)
-    /// reads it too, so the estimate and the built layer agree).
-    pub(crate) fn tables(&self, out_dim: usize, seed: u64) -> TablesConfig {
-        self.retrieval().tables(out_dim, seed)
-    }
-
-    /// Whether each sample picks its shared negatives from a larger pool.
-    pub(crate) fn pooled(&self) -> bool {
-        self.negatives().pooled()
-    }
-
-    /// How many ids the layer keeps for the mean input: the pool, or the shared negatives.
-    pub(crate) fn shared_len(&self) -> usize {
-        self.negatives().shared_len()
+        self.picks.sampling(self.retrieval.sampling)
     }
 
     /// The warm-up's random ids and length in steps, `(0, 0)` without one (a length in
@@ -254,12 +177,10 @@ impl LshConfig {
             }
         };
         LshConfig {
+            retrieval: self.retrieval.rank_share(&part),
+            negatives: self.negatives.rank_share(&part),
             picks: self.picks,
-            ..LshConfig::from_parts(
-                self.retrieval().rank_share(&part),
-                self.negatives().rank_share(&part),
-                self.warmup.map(|w| w.rank_share(&part)),
-            )
+            warmup: self.warmup.map(|w| w.rank_share(&part)),
         }
     }
 }
@@ -289,14 +210,15 @@ impl LshSpec {
     /// The config of a layer of `width` neurons (`None`: not known, so `k`, `l` and
     /// `range_pow` must be given; see `RetrievalSpec::resolve`).
     pub(crate) fn resolve(self, width: Option<usize>) -> Result<LshConfig> {
-        let retrieval = self.retrieval.resolve(width)?;
-        let config = LshConfig::from_parts(retrieval, self.negatives.for_width(width), self.warmup);
-        #[cfg(feature = "ablations")]
-        let config = LshConfig {
+        Ok(LshConfig {
+            retrieval: self.retrieval.resolve(width)?,
+            negatives: self.negatives.for_width(width),
+            #[cfg(feature = "ablations")]
             picks: self.picks,
-            ..config
-        };
-        Ok(config)
+            #[cfg(not(feature = "ablations"))]
+            picks: Picks::Tables,
+            warmup: self.warmup,
+        })
     }
 }
 
@@ -313,8 +235,8 @@ impl TryFrom<LshSpec> for LshConfig {
 impl From<LshConfig> for LshSpec {
     fn from(config: LshConfig) -> Self {
         LshSpec {
-            retrieval: config.retrieval().into(),
-            negatives: config.negatives(),
+            retrieval: config.retrieval.into(),
+            negatives: config.negatives,
             warmup: config.warmup,
             #[cfg(feature = "ablations")]
             picks: config.picks,

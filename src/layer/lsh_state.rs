@@ -19,7 +19,7 @@ pub(crate) struct LshState {
     /// `random_extra` a warm-up raises.
     pub(crate) sampling: Sampling,
     /// How many ids `shared` holds once refreshed: the pool, or the shared negatives (see
-    /// [`LshConfig::shared_pool`]).
+    /// [`Negatives::shared_pool`](crate::Negatives::shared_pool)).
     pub(crate) shared_len: usize,
     /// The neurons that scored highest for the mean input at the last refresh, best first:
     /// the shared negatives, or with a pool the pool they are picked from per sample.
@@ -50,7 +50,7 @@ pub(crate) struct LshState {
 impl LshState {
     /// Whether each sample picks its shared negatives from a larger pool.
     pub(crate) fn pooled(&self) -> bool {
-        self.shared.len() > self.config.shared_negatives
+        self.shared.len() > self.config.negatives.shared_negatives
     }
 
     /// The LSH state of a layer `in_dim -> out_dim` as `lsh` describes it, hashing with
@@ -58,8 +58,13 @@ impl LshState {
     /// [`LshConfig::validate`] (in [`LayerConfig::validate`](crate::LayerConfig::validate),
     /// which the layer runs first); what it checks is not checked again here.
     pub(crate) fn new(lsh: &LshConfig, in_dim: usize, out_dim: usize, seed: u64) -> Result<Self> {
-        let family = LshFamily::new(lsh.family, in_dim, lsh.params, seed ^ 0x6c73_6800)?;
-        let tables = HashTables::new(lsh.tables(out_dim, seed ^ 0x7462_6c00))?;
+        let family = LshFamily::new(
+            lsh.retrieval.family,
+            in_dim,
+            lsh.retrieval.params,
+            seed ^ 0x6c73_6800,
+        )?;
+        let tables = HashTables::new(lsh.retrieval.tables(out_dim, seed ^ 0x7462_6c00))?;
         let stats = tables.stats();
         let sampling = lsh.effective_sampling();
         let (warmup_random, warmup_steps) = lsh.warmup_random_and_steps();
@@ -68,8 +73,8 @@ impl LshState {
             tables,
             config: *lsh,
             sampling,
-            shared_len: lsh.shared_len(),
-            shared: Vec::with_capacity(lsh.shared_len()),
+            shared_len: lsh.negatives.shared_len(),
+            shared: Vec::with_capacity(lsh.negatives.shared_len()),
             pool_cols: Vec::new(),
             pool_cols_bf16: Vec::new(),
             pool_bias: Vec::new(),

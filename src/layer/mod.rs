@@ -399,9 +399,10 @@ impl SparseLayer {
     /// The most neurons one sample can activate when `forced` labels are forced in.
     pub(crate) fn max_active(&self, forced: usize) -> usize {
         match &self.lsh {
-            Some(lsh) => lsh
-                .tables
-                .max_sampled(&lsh.sampling, forced + lsh.config.shared_negatives),
+            Some(lsh) => lsh.tables.max_sampled(
+                &lsh.sampling,
+                forced + lsh.config.negatives.shared_negatives,
+            ),
             None => self.out_dim,
         }
     }
@@ -414,10 +415,10 @@ impl SparseLayer {
             buffers: self.lsh.as_ref().map(|lsh| QueryBuffers {
                 codes: CodeBuffer::for_family(&lsh.family),
                 query: QueryScratch::for_tables(&lsh.tables),
-                forced: Vec::with_capacity(1024 + lsh.config.shared_negatives),
+                forced: Vec::with_capacity(1024 + lsh.config.negatives.shared_negatives),
                 pool_logits: Vec::with_capacity(lsh.shared_len),
                 pool_keys: Vec::with_capacity(lsh.shared_len),
-                centered: Vec::with_capacity(if lsh.config.center_queries {
+                centered: Vec::with_capacity(if lsh.config.retrieval.center_queries {
                     self.in_dim
                 } else {
                     0

@@ -96,7 +96,7 @@ impl SparseLayer {
             }
             let labels = if mode == Mode::Train { forced.len() } else { 0 };
             trace.shared = trace.sources.forced.saturating_sub(labels);
-            if mode == Mode::Train && lsh.config.log_q {
+            if mode == Mode::Train && lsh.config.negatives.log_q {
                 (trace.shift_from, trace.logit_shift) =
                     log_q_shift(self.out_dim, &trace.sources, lsh.sampling.random_extra > 0);
             }
@@ -181,8 +181,11 @@ impl SparseLayer {
                         .iter_mut()
                         .for_each(|z| *z += shift);
                     // The shared negatives, right after the labels among the forced ids, get
-                    // `shared_shift` of the shift (see `LshConfig::shared_shift`).
-                    let fraction = self.lsh.as_ref().map_or(0.0, |l| l.config.shared_shift);
+                    // `shared_shift` of the shift (see `Negatives::shared_shift`).
+                    let fraction = self
+                        .lsh
+                        .as_ref()
+                        .map_or(0.0, |l| l.config.negatives.shared_shift);
                     let (shared, forced) = (fraction * shift, trace.sources.forced);
                     if shared != 0.0 {
                         trace.out[forced - trace.shared..forced]
@@ -301,8 +304,8 @@ impl SparseLayer {
             }
     }
 
-    /// The ids of the [`shared_negatives`](super::LshConfig::shared_negatives) members of
-    /// the pool (see [`LshConfig::shared_pool`](super::LshConfig::shared_pool)) that score
+    /// The ids of the [`shared_negatives`](crate::Negatives::shared_negatives) members of
+    /// the pool (see [`Negatives::shared_pool`](crate::Negatives::shared_pool)) that score
     /// highest for `input` (ties: the lower id), in no particular order, from the pool's
     /// copied weights (a dense input) or the layer's own rows (a sparse one); `logits` and
     /// `keys` are scratch.
@@ -346,7 +349,7 @@ impl SparseLayer {
                 .zip(&lsh.shared)
                 .map(|(&z, &j)| rank_key(z, j)),
         );
-        let take = lsh.config.shared_negatives.min(keys.len());
+        let take = lsh.config.negatives.shared_negatives.min(keys.len());
         if take < keys.len() {
             keys.select_nth_unstable(take);
         }
@@ -397,14 +400,13 @@ impl SparseLayer {
     }
 }
 
-/// The log-Q shift of a training pass (see [`LshConfig::log_q`]): the first active
-/// position it applies to and the amount. For `n` outputs, `f` forced ids, `t` picked by the
-/// tables and `r` uniformly random ones: with `complement` (the sampling drew random ids on
-/// purpose), the forced ids and the tables' picks are scored as themselves and each random
-/// id stands for `(n - f - t) / r` of the outputs left out, so the shift is
-/// `ln((n - f - t) / r)` from position `f + t`; otherwise every drawn id is taken for a
-/// uniform draw, `ln((n - f) / (t + r))` from position `f`. No shift when no id was forced
-/// or none was drawn.
+/// The log-Q shift of a training pass (see [`Negatives::log_q`](crate::Negatives::log_q)): the
+/// first active position it applies to and the amount. For `n` outputs, `f` forced ids, `t` picked
+/// by the tables and `r` uniformly random ones: with `complement` (the sampling drew random ids on
+/// purpose), the forced ids and the tables' picks are scored as themselves and each random id
+/// stands for `(n - f - t) / r` of the outputs left out, so the shift is `ln((n - f - t) / r)` from
+/// position `f + t`; otherwise every drawn id is taken for a uniform draw, `ln((n - f) / (t + r))`
+/// from position `f`. No shift when no id was forced or none was drawn.
 fn log_q_shift(out_dim: usize, sources: &SampleCounts, complement: bool) -> (usize, f32) {
     let (fixed, drawn) = if complement {
         (sources.forced + sources.from_tables, sources.random_fill)

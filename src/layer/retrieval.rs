@@ -65,7 +65,9 @@ impl Retrieval {
         Ok(())
     }
 
-    /// The tables' config for a layer of `out_dim` neurons, drawn from `seed`.
+    /// The tables' config for a layer of `out_dim` neurons, drawn from `seed`
+    /// ([`NetworkConfig::estimated_bytes`](crate::NetworkConfig::estimated_bytes) reads it
+    /// too, so the estimate and the built layer agree).
     pub(crate) fn tables(&self, out_dim: usize, seed: u64) -> TablesConfig {
         TablesConfig::for_family(
             self.params,

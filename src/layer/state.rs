@@ -36,11 +36,13 @@ pub struct LayerState {
     pub bias_steps: Vec<u32>,
     /// The LSH tables' contents, for sampled layers.
     pub tables: Option<slide_lsh::TablesState>,
-    /// The shared negatives in force (see [`LshConfig::shared_negatives`](super::LshConfig::shared_negatives)),
-    /// or the pool each sample picks its own from (see [`LshConfig::shared_pool`](super::LshConfig::shared_pool)),
+    /// The shared negatives in force (see
+    /// [`Negatives::shared_negatives`](crate::Negatives::shared_negatives)), or the pool each
+    /// sample picks its own from (see [`Negatives::shared_pool`](crate::Negatives::shared_pool)),
     /// best first for the mean input; empty if none.
     pub shared: Vec<u32>,
-    /// The query center in force (see [`LshConfig::center_queries`](super::LshConfig::center_queries); empty if none).
+    /// The query center in force (see
+    /// [`Retrieval::center_queries`](crate::Retrieval::center_queries); empty if none).
     pub center: Vec<f32>,
 }
 

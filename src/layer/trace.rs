@@ -29,7 +29,7 @@ pub struct LayerTrace {
     /// correction of a training pass; 0 otherwise).
     pub(crate) logit_shift: f32,
     /// First active position the log-Q shift applies to (see
-    /// [`LshConfig::log_q`](crate::LshConfig::log_q)).
+    /// [`Negatives::log_q`](crate::Negatives::log_q)).
     pub(crate) shift_from: usize,
     /// `(in_dim, out_dim)` of the layer whose active set this is (`(0, 0)` before the
     /// first selection), so a trace handed to another layer is refused, not misread.
@@ -145,7 +145,7 @@ pub(crate) struct QueryBuffers {
     /// sample's own, with a pool).
     pub(crate) forced: Vec<u32>,
     /// A pool's scores for one sample, and as sort keys with their ids (see
-    /// `LshConfig::shared_pool`).
+    /// `Negatives::shared_pool`).
     pub(crate) pool_logits: Vec<f32>,
     pub(crate) pool_keys: Vec<u64>,
     /// A centered query.

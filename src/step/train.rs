@@ -92,7 +92,7 @@ impl Network {
     /// Refreshes what each LSH layer derives from the mean of its inputs over the batch
     /// just trained on (its shared negatives and its query center, see
     /// [`LshConfig`](crate::LshConfig)) when a rebuild follows or its
-    /// [`shared_refresh`](crate::LshConfig::shared_refresh) period has passed; the output
+    /// [`shared_refresh`](crate::Negatives::shared_refresh) period has passed; the output
     /// layer's shared negatives are re-ranked instead otherwise.
     fn refresh_mean_inputs(
         &mut self,

@@ -9,7 +9,7 @@ use rand::{RngExt, SeedableRng};
 use slide::lsh::{FamilyKind, LshParams, Projection, Sampling, Vector};
 use slide::{
     Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LayerGradients, LshConfig,
-    Network, NetworkConfig, RebuildSchedule, SparseExamples, WeightLayout,
+    Network, NetworkConfig, RebuildSchedule, Retrieval, SparseExamples, WeightLayout,
 };
 
 pub fn dense(out_dim: usize, activation: Activation) -> LayerConfig {
@@ -27,16 +27,19 @@ pub fn input_major(out_dim: usize, activation: Activation) -> LayerConfig {
 /// neurons.
 pub fn sampled(out_dim: usize, activation: Activation, min_active: usize) -> LayerConfig {
     LayerConfig::new(out_dim, activation).sampled(LshConfig {
-        family: FamilyKind::SimHash(Projection::Gaussian),
-        params: LshParams {
-            k: 3,
-            l: 4,
-            range_pow: 3,
+        retrieval: Retrieval {
+            family: FamilyKind::SimHash(Projection::Gaussian),
+            params: LshParams {
+                k: 3,
+                l: 4,
+                range_pow: 3,
+            },
+            bucket_capacity: 8,
+            sampling: Sampling::vanilla()
+                .with_budget(min_active)
+                .with_min_active(min_active),
+            ..Default::default()
         },
-        bucket_capacity: 8,
-        sampling: Sampling::vanilla()
-            .with_budget(min_active)
-            .with_min_active(min_active),
         ..Default::default()
     })
 }
@@ -109,7 +112,7 @@ pub struct Reference {
     /// each active set (`Sampling::random_extra`, no fill), so only they are shifted.
     pub random_tail: Option<usize>,
     /// With `log_q`: the output layer's shared negatives (forced like the labels) and the
-    /// fraction of the shift they get (`LshConfig::shared_shift`).
+    /// fraction of the shift they get (`Negatives::shared_shift`).
     pub shared: Vec<u32>,
     pub shared_fraction: f64,
 }

@@ -142,7 +142,7 @@ fn engine_config(o: &Options, engine: &str) -> Result<config::Config, String> {
             // The budget's worth of random ids in place of the tables' picks, and no fill
             // on top (`min_active` would add up to as many again): the same active-set size.
             lsh.picks = slide::Picks::Uniform;
-            lsh.sampling.min_active = 0;
+            lsh.retrieval.sampling.min_active = 0;
         }
         _ => {}
     }

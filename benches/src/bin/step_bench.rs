@@ -17,7 +17,7 @@ use std::time::Instant;
 use slide::lsh::{FamilyKind, LshParams, Sampling};
 use slide::{
     Activation, Examples, LayerConfig, LshConfig, Network, NetworkConfig, PhaseTimes, Precision,
-    RebuildSchedule, StepStats,
+    RebuildSchedule, Retrieval, StepStats,
 };
 use slide_benches::scaling::{mnist_like, xmc_like};
 use slide_benches::{AMAZON_FEATURES, AMAZON_LABELS, amazon_hidden_layer};
@@ -80,16 +80,19 @@ fn parse() -> Result<Options, String> {
 
 fn lsh(o: &Options) -> LshConfig {
     LshConfig {
-        family: FamilyKind::Dwta { bin_size: 8 },
-        // DWTA sub-hashes have 3 bits; beyond 18 bits the codes are folded into 2^18 buckets.
-        params: LshParams {
-            k: o.k,
-            l: o.l,
-            range_pow: (3 * o.k as u32).min(18),
+        retrieval: Retrieval {
+            family: FamilyKind::Dwta { bin_size: 8 },
+            // DWTA sub-hashes have 3 bits; beyond 18 bits the codes are folded into 2^18 buckets.
+            params: LshParams {
+                k: o.k,
+                l: o.l,
+                range_pow: (3 * o.k as u32).min(18),
+            },
+            sampling: Sampling::vanilla()
+                .with_budget(o.active)
+                .with_min_active(o.active),
+            ..Default::default()
         },
-        sampling: Sampling::vanilla()
-            .with_budget(o.active)
-            .with_min_active(o.active),
         ..Default::default()
     }
 }

@@ -1,9 +1,9 @@
-//! Unit tests of [`LshConfig`]: its concepts compose back into it, its description keeps
+//! Unit tests of [`LshConfig`]: its default is its concepts', its description keeps
 //! the names and values checkpoints recorded, each concept's check refuses through it, the
 //! ranks' shares add up to it, and a warm-up in epochs is turned into steps before a
 //! network is built from it.
 
-use slide_lsh::Strategy;
+use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Strategy};
 
 use super::*;
 use crate::{Activation, LayerConfig, Network, NetworkConfig, SlideError};
@@ -11,21 +11,25 @@ use crate::{Activation, LayerConfig, Network, NetworkConfig, SlideError};
 /// Every setting away from its default (the picks aside: the product has one).
 fn everything_set() -> LshConfig {
     LshConfig {
-        family: FamilyKind::Wta { bin_size: 4 },
-        params: LshParams {
-            k: 3,
-            l: 8,
-            range_pow: 10,
+        retrieval: Retrieval {
+            family: FamilyKind::Wta { bin_size: 4 },
+            params: LshParams {
+                k: 3,
+                l: 8,
+                range_pow: 10,
+            },
+            bucket_capacity: 64,
+            policy: BucketPolicy::Reservoir,
+            sampling: Sampling::top_k(20).with_min_active(30).with_random_extra(5),
+            center_queries: true,
         },
-        bucket_capacity: 64,
-        policy: BucketPolicy::Reservoir,
-        sampling: Sampling::top_k(20).with_min_active(30).with_random_extra(5),
-        center_queries: true,
-        log_q: true,
-        shared_negatives: 4,
-        shared_shift: 0.5,
-        shared_pool: 16,
-        shared_refresh: 32,
+        negatives: Negatives {
+            log_q: true,
+            shared_negatives: 4,
+            shared_shift: 0.5,
+            shared_pool: 16,
+            shared_refresh: 32,
+        },
         warmup: Some(Warmup {
             random: 8,
             length: WarmupLength::Steps(100),
@@ -34,16 +38,15 @@ fn everything_set() -> LshConfig {
     }
 }
 
-/// `from_parts` of a config's parts is the config, and the parts' defaults are its.
+/// The default is each concept's default, the tables' picks and no warm-up; every setting
+/// away from its default still passes the checks.
 #[test]
-fn the_concepts_compose_back_into_the_same_config() {
-    let config = everything_set();
-    let parts = (config.retrieval(), config.negatives(), config.warmup);
-    assert_eq!(LshConfig::from_parts(parts.0, parts.1, parts.2), config);
-    assert_eq!(LshConfig::default().retrieval(), Retrieval::default());
-    assert_eq!(LshConfig::default().negatives(), Negatives::default());
-    assert_eq!(LshConfig::default().warmup, None);
-    config.validate(100).unwrap();
+fn the_default_is_the_concepts_defaults() {
+    let default = LshConfig::default();
+    assert_eq!(default.retrieval, Retrieval::default());
+    assert_eq!(default.negatives, Negatives::default());
+    assert_eq!((default.picks, default.warmup), (Picks::Tables, None));
+    everything_set().validate(100).unwrap();
 }
 
 /// What a checkpoint records of the settings, name and value, as before the settings were
@@ -98,15 +101,21 @@ fn each_concepts_check_refuses_through_the_config() {
     let lsh = LshConfig::default();
     refused(
         LshConfig {
-            shared_shift: 2.0,
+            negatives: Negatives {
+                shared_shift: 2.0,
+                ..lsh.negatives
+            },
             ..lsh
         },
         "shared_shift must be in [0, 1]",
     );
     refused(
         LshConfig {
-            shared_pool: 101,
-            shared_negatives: 1,
+            negatives: Negatives {
+                shared_pool: 101,
+                shared_negatives: 1,
+                ..lsh.negatives
+            },
             ..lsh
         },
         "at most the layer's 100 neurons",
@@ -123,7 +132,10 @@ fn each_concepts_check_refuses_through_the_config() {
         "warmup.random must be at least 1",
     );
     let err = LshConfig {
-        sampling: Sampling::top_k(0),
+        retrieval: Retrieval {
+            sampling: Sampling::top_k(0),
+            ..lsh.retrieval
+        },
         ..lsh
     }
     .validate(100)
@@ -146,19 +158,22 @@ fn the_ranks_shares_add_up_to_the_whole() {
     let whole = everything_set();
     let parts: Vec<LshConfig> = (0..3).map(|rank| whole.rank_share(rank, 3)).collect();
     let sum = |size: fn(&LshConfig) -> usize| parts.iter().map(size).sum::<usize>();
-    let top_k = |l: &LshConfig| match l.sampling.strategy {
+    let top_k = |l: &LshConfig| match l.retrieval.sampling.strategy {
         Strategy::TopK { k } => k,
         _ => unreachable!("top-k stays top-k"),
     };
     assert_eq!(sum(top_k), 20);
-    assert_eq!(sum(|l| l.sampling.min_active), 30);
-    assert_eq!(sum(|l| l.sampling.random_extra), 5);
-    assert_eq!(sum(|l| l.shared_negatives), 4);
-    assert_eq!(sum(|l| l.shared_pool), 16);
+    assert_eq!(sum(|l| l.retrieval.sampling.min_active), 30);
+    assert_eq!(sum(|l| l.retrieval.sampling.random_extra), 5);
+    assert_eq!(sum(|l| l.negatives.shared_negatives), 4);
+    assert_eq!(sum(|l| l.negatives.shared_pool), 16);
     assert_eq!(sum(|l| l.warmup.unwrap().random), 8);
     for part in &parts {
-        assert_eq!(part.params, whole.params);
-        assert_eq!((part.log_q, part.shared_shift), (true, 0.5));
+        assert_eq!(part.retrieval.params, whole.retrieval.params);
+        assert_eq!(
+            (part.negatives.log_q, part.negatives.shared_shift),
+            (true, 0.5)
+        );
         assert_eq!(part.warmup.unwrap().length, WarmupLength::Steps(100));
     }
 }

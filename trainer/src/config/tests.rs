@@ -126,11 +126,14 @@ fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
     let shipped = load(&path, &[]).unwrap().network(135_909, 20_000);
     let lsh = shipped.layers[1].lsh.unwrap();
-    assert_eq!((lsh.shared_shift, lsh.shared_pool), (0.5, 2048));
-    assert_eq!(lsh.shared_refresh, 32);
+    assert_eq!(
+        (lsh.negatives.shared_shift, lsh.negatives.shared_pool),
+        (0.5, 2048)
+    );
+    assert_eq!(lsh.negatives.shared_refresh, 32);
     let mnist = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/mnist.toml");
     let unset = load(&mnist, &[]).unwrap().network(784, 60_000).layers[0].lsh;
-    assert_eq!(unset.unwrap().shared_refresh, 8);
+    assert_eq!(unset.unwrap().negatives.shared_refresh, 8);
     let err = load(&path, &["network.layers.1.lsh.shared_refresh=0".into()]).unwrap_err();
     assert!(
         format!("{err:#}").ends_with("shared_refresh must be at least 1 step"),
@@ -154,9 +157,12 @@ fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
     );
     let whole = load(&path, &["network.layers.1.lsh.shared_pool=700000".into()]).unwrap();
     let lsh = whole.network(135_909, 20_000).layers[1].lsh.unwrap();
-    assert_eq!(lsh.shared_pool, 670_091);
+    assert_eq!(lsh.negatives.shared_pool, 670_091);
     let small = load(&path, &["network.layers.1.size=591".into()]).unwrap();
-    assert_eq!(small.network.layers[1].lsh.unwrap().shared_pool, 591);
+    assert_eq!(
+        small.network.layers[1].lsh.unwrap().negatives.shared_pool,
+        591
+    );
 }
 
 /// The warm-up's random negatives reach the core's LSH config (the shipped 128 for half
@@ -422,7 +428,7 @@ fn layers_are_the_cores_types() {
     let tuned = load(&path, &[]).unwrap().network.layers[1].lsh.unwrap();
     let expected = slide::lsh::tune_for_budget(670_091, 256, 3).unwrap();
     assert_eq!(
-        (tuned.params, tuned.bucket_capacity),
+        (tuned.retrieval.params, tuned.retrieval.bucket_capacity),
         (expected.params, expected.bucket_capacity)
     );
     for (set, expected) in [

@@ -317,7 +317,7 @@ fn family_is_the_lsh_crates_type() {
     let set = ["network.layers.1.lsh.family.dwta.bin_size=16".to_string()];
     let family = load(&path, &set).unwrap().network(1000, 1000).layers[1].lsh;
     let dwta16 = slide::lsh::FamilyKind::Dwta { bin_size: 16 };
-    assert_eq!(family.unwrap().family, dwta16);
+    assert_eq!(family.unwrap().retrieval.family, dwta16);
     let err = format!(
         "{:#}",
         load(&path, &["network.layers.1.lsh.bin_size=16".into()]).unwrap_err()

@@ -84,6 +84,18 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Config> {
     Ok(config)
 }
 
+/// A config's text with `overrides` applied, as TOML: what [`parse`] of it without
+/// overrides reads as [`parse`] of `text` with them (the data-dependent sizes and the notes
+/// of old keys aside, which `parse` adds). A program that changed a config saves this.
+pub fn with_overrides(text: &str, path: &Path, overrides: &[String]) -> Result<String> {
+    let mut value: toml::Table = toml::from_str(text)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), one_line(&e.to_string())))?;
+    for item in overrides {
+        apply_override(&mut value, item)?;
+    }
+    Ok(toml::to_string(&value)?)
+}
+
 fn one_line(message: &str) -> String {
     let words = message.split_whitespace().collect::<Vec<_>>().join(" ");
     slide::formats::printable(&words)

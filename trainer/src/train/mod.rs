@@ -23,7 +23,7 @@ mod report;
 mod saver;
 
 pub use metrics::peak_resident_mib;
-use prepare::{Log, Prepared, prepare};
+use prepare::{Log, Prepared, prepare_loaded};
 use ranks::{newest_in, rank_folder, ranks_checkpoints};
 use report::Reporter;
 use saver::Saver;
@@ -39,16 +39,63 @@ pub fn run(
     resume: Option<&Path>,
     interrupt: &AtomicUsize,
 ) -> Result<(), Failure> {
+    let started = std::time::Instant::now();
+    let loaded = crate::data::load(&config.data).map_err(Failure::Input)?;
+    let talk = if quiet { Talk::Evaluations } else { Talk::All };
+    let trained = train((config, loaded, started), out, talk, resume, interrupt)?;
+    match trained.interrupted {
+        Some(failure) => Err(failure),
+        None => Ok(()),
+    }
+}
+
+/// What a run prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Talk {
+    /// The data and model announcement, progress and every metrics record, the summary.
+    All,
+    /// The announcement, the evaluations and the summary (`--quiet`).
+    Evaluations,
+    /// Nothing but warnings (a library caller that turned progress off).
+    Nothing,
+}
+
+/// What [`train`] leaves: the network, its last evaluation, and, when a signal stopped the
+/// run, the [`Failure::Interrupted`] that says where.
+pub struct Trained {
+    /// The trained network (this rank's part of it).
+    pub net: Network,
+    /// The last periodic evaluation (zeros when there was none).
+    pub last_eval: EvalStats,
+    /// Set when a signal stopped the run after a step (a checkpoint was written).
+    pub interrupted: Option<Failure>,
+}
+
+/// [`run`] on data already in memory (`loaded`, read since `started`, or built by a
+/// program), returning the network: the loop of `slide-train`, for library callers such
+/// as the Python package. `config`'s data section is not read.
+pub fn train(
+    (config, loaded, started): (&Config, Loaded, std::time::Instant),
+    out: &Path,
+    talk: Talk,
+    resume: Option<&Path>,
+    interrupt: &AtomicUsize,
+) -> Result<Trained, Failure> {
     // One process, or the ranks of an MPI job: every rank but the first works silently
     // and writes its metrics into a folder of its own; each writes its own checkpoints.
     let comm = crate::world::connect().map_err(Failure::Input)?;
     let (rank, ranks) = (comm.rank(), comm.size());
+    let log = if talk == Talk::Nothing {
+        Log::Quiet
+    } else {
+        Log::Stdout
+    };
     let Prepared {
         loaded,
         mut net,
         identity,
-    } = prepare(config, resume.is_some(), Log::Stdout, comm)?;
-    let quiet = quiet || rank > 0;
+    } = prepare_loaded(config, (loaded, started), resume.is_some(), log, comm)?;
+    let quiet = talk != Talk::All || rank > 0;
     let rank_out = out.join(format!("rank-{rank}"));
     let (out, checkpoints) = match ranks {
         1 => (out, out.join(&config.checkpoint.dir)),
@@ -77,7 +124,8 @@ pub fn run(
         max => schedule_steps.min(max),
     };
     let steps = (net.step(), total_steps);
-    let report = Reporter::open(config, out, resume.is_some(), quiet, multi_label, steps)?;
+    let mut report = Reporter::open(config, out, resume.is_some(), quiet, multi_label, steps)?;
+    report.silent = talk == Talk::Nothing;
     let saver = Saver::new(checkpoints, &identity, config.checkpoint.keep_last);
     let mut run = Loop::new(
         config,
@@ -87,7 +135,7 @@ pub fn run(
         saver,
     );
     run.schedule_steps = schedule_steps;
-    let finished_at = run.epochs(start, interrupt)?;
+    let (finished_at, interrupted) = run.epochs(start, interrupt)?;
     let Loop {
         net,
         report,
@@ -96,23 +144,28 @@ pub fn run(
         last_eval,
         ..
     } = run;
+    let last_eval = last_eval.unwrap_or_default();
+    if interrupted.is_some() {
+        return Ok(Trained {
+            net,
+            last_eval,
+            interrupted,
+        });
+    }
     if config.checkpoint.at_end && (saved_at != net.step() || resume.is_none() && net.step() == 0) {
         saver.save(&net, finished_at.0, finished_at.1, true)?;
     }
     // The last periodic checkpoint, if the run ended on one, is in place before the summary.
     saver.wait()?;
     report.finish();
-    if rank > 0 {
-        return Ok(());
+    if rank == 0 && talk != Talk::Nothing {
+        summary(&net, &report, &saver, last_eval, multi_label);
     }
-    summary(
-        &net,
-        &report,
-        &saver,
-        last_eval.unwrap_or_default(),
-        multi_label,
-    );
-    Ok(())
+    Ok(Trained {
+        net,
+        last_eval,
+        interrupted: None,
+    })
 }
 
 /// What the training loop carries from step to step.
@@ -162,12 +215,13 @@ impl<'a> Loop<'a> {
         }
     }
 
-    /// Trains the epochs from `start` on; returns the epoch and batch it finished at.
+    /// Trains the epochs from `start` on; returns the epoch and batch it finished at, and
+    /// the [`Failure::Interrupted`] of a signal that stopped it.
     fn epochs(
         &mut self,
         start: Position,
         interrupt: &AtomicUsize,
-    ) -> Result<(usize, usize), Failure> {
+    ) -> Result<((usize, usize), Option<Failure>), Failure> {
         let t = &self.config.train;
         let mut order: Vec<usize> = (0..self.train.len()).collect();
         let mut finished_at = (start.epoch, start.batch);
@@ -184,25 +238,26 @@ impl<'a> Loop<'a> {
                 train_step(net, ws, self.train, batch, lr, stats, self.saver.dir())?;
                 self.report.add(&self.stats, batch.len());
                 finished_at = (epoch, b + 1);
-                if self.after_step(finished_at, b + 1 == count, lr, interrupt)? {
-                    return Ok(finished_at);
+                match self.after_step(finished_at, b + 1 == count, lr, interrupt)? {
+                    Stop::No => {}
+                    Stop::MaxSteps => return Ok((finished_at, None)),
+                    Stop::Signal(failure) => return Ok((finished_at, Some(failure))),
                 }
             }
         }
-        Ok(finished_at)
+        Ok((finished_at, None))
     }
 
     /// After the step that finished batch `at.1` of epoch `at.0` (the epoch's last when
     /// `last_of_epoch`) at learning rate `lr`: the evaluation, recall probe and metrics
-    /// record when due, a periodic checkpoint, and a stop by signal (an error) or by
-    /// `max_steps` (`true`).
+    /// record when due, a periodic checkpoint, and whether the run stops here.
     fn after_step(
         &mut self,
         at: (usize, usize),
         last_of_epoch: bool,
         lr: f32,
         interrupt: &AtomicUsize,
-    ) -> Result<bool, Failure> {
+    ) -> Result<Stop, Failure> {
         let (t, net) = (&self.config.train, &self.net);
         let step = net.step();
         let stopping = t.max_steps > 0 && step >= t.max_steps;
@@ -242,10 +297,19 @@ impl<'a> Loop<'a> {
         if signal != 0 {
             self.report.finish();
             let path = self.saver.save(net, at.0, at.1, true)?;
-            return Err(interrupted(signal, step, at.0, &path));
+            return Ok(Stop::Signal(interrupted(signal, step, at.0, &path)));
         }
-        Ok(stopping)
+        Ok(if stopping { Stop::MaxSteps } else { Stop::No })
     }
+}
+
+/// Whether the loop stops after a step.
+enum Stop {
+    No,
+    /// `train.max_steps` reached.
+    MaxSteps,
+    /// A signal arrived: the checkpoint is written; the failure says where.
+    Signal(Failure),
 }
 
 /// The signal that stops the run after this step, if any: with several ranks the first

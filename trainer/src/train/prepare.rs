@@ -72,9 +72,11 @@ pub(crate) fn restored(
 pub(crate) enum Log {
     Stdout,
     Stderr,
+    /// Say nothing.
+    Quiet,
 }
 
-/// Loads the data, checks the memory estimate and builds the network, its output layer
+/// Loads the config's data, checks the memory estimate and builds the network, its output layer
 /// split between the ranks of `comm` (the estimate is one rank's; only the first rank
 /// logs); `restoring` leaves its LSH tables empty for a checkpoint (which carries them) to
 /// fill.
@@ -84,9 +86,20 @@ pub(crate) fn prepare(
     log: Log,
     comm: Arc<dyn Communicator>,
 ) -> Result<Prepared, Failure> {
-    let input = Failure::Input;
     let started = Instant::now();
-    let loaded = data::load(&config.data).map_err(input)?;
+    let loaded = data::load(&config.data).map_err(Failure::Input)?;
+    prepare_loaded(config, (loaded, started), restoring, log, comm)
+}
+
+/// [`prepare`] with the data already loaded (since `started`).
+pub(crate) fn prepare_loaded(
+    config: &Config,
+    (loaded, started): (Loaded, Instant),
+    restoring: bool,
+    log: Log,
+    comm: Arc<dyn Communicator>,
+) -> Result<Prepared, Failure> {
+    let input = Failure::Input;
     let (features, labels) = (loaded.features, loaded.labels);
     let last = config.network.layers.last().expect("validated").out_dim;
     if last != labels {
@@ -137,6 +150,7 @@ pub(crate) fn prepare(
     // speaks for all.
     match log {
         _ if comm.rank() > 0 => {}
+        Log::Quiet => {}
         Log::Stdout => println!("{announce}"),
         Log::Stderr => eprintln!("{announce}"),
     }

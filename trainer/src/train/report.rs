@@ -32,6 +32,9 @@ pub(super) struct Reporter {
     /// A live bar on a terminal; `None`: plain lines (output to a file or pipe, or quiet).
     bar: Option<ProgressBar>,
     quiet: bool,
+    /// Print no records at all (a library caller's `verbose = false`); warnings still go
+    /// to standard error.
+    pub(super) silent: bool,
     multi_label: bool,
     started: Instant,
     /// Samples trained since the run (this process) started.
@@ -84,6 +87,7 @@ impl Reporter {
             path,
             bar,
             quiet,
+            silent: false,
             multi_label,
             started: Instant::now(),
             samples: 0,
@@ -180,6 +184,7 @@ impl Reporter {
             .with_context(|| format!("cannot write {}", self.path.display()))
             .map_err(Failure::Training)?;
         match &self.bar {
+            _ if self.silent => {}
             Some(bar) if eval.is_some() => bar.println(format_record(&record, multi)),
             Some(bar) => bar.set_message(format!(
                 "loss {:.4}  {:.0} samples/s{}{}",

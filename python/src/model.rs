@@ -1,0 +1,388 @@
+//! A trained network with the config it was built from: trained by the trainer's own loop
+//! on arrays, scored and saved as `slide-train` checkpoints, loaded from them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::Instant;
+
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use slide::{EvalOptions, Examples, Mode, Network, SparseExamples, Workspace};
+use slide_trainer::checkpoint::{self, Identity, Position, Require};
+use slide_trainer::config::{self, Config};
+use slide_trainer::data::{Dataset, Loaded};
+use slide_trainer::failure::Failure;
+use slide_trainer::train::{self, Talk};
+
+use crate::arrays::{Csr, Inputs, Labels, Validation, examples};
+use crate::support::{bad, failure, pool, read_config, shape};
+
+/// The file beside a saved model's checkpoint that holds its config.
+const CONFIG_FILE: &str = "config.toml";
+
+/// A trained network, its config (as text and read) and its shape.
+#[pyclass(module = "slide._slide")]
+pub struct Model {
+    net: Network,
+    config: Config,
+    /// The config's text with every override applied: what `save` writes.
+    text: String,
+    features: usize,
+    labels: usize,
+    train_samples: usize,
+    /// P@1, P@3, P@5 of the last evaluation during training.
+    last_eval: [f64; 3],
+}
+
+#[pymethods]
+impl Model {
+    /// Trains a network as the config `text` (named `path`) with `overrides` says, on the
+    /// inputs `x` and labels `y`, evaluating on `(x_val, y_val)` when given; metrics (and
+    /// checkpoints, if the config asks) go to `out`. The GIL is released while it trains;
+    /// Ctrl-C stops it after the step in progress.
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (text, path, overrides, x, y, validation, out, verbose, threads))]
+    fn fit(
+        py: Python<'_>,
+        text: &str,
+        path: PathBuf,
+        overrides: Vec<String>,
+        x: Inputs<'_>,
+        y: Labels<'_>,
+        validation: Option<Validation<'_>>,
+        out: PathBuf,
+        verbose: bool,
+        threads: Option<usize>,
+    ) -> PyResult<Model> {
+        let (features, labels) = (x.3, y.2);
+        let (config, text) = read_config(text, &path, &overrides, (features, labels))?;
+        let x_csr = Csr::inputs((x.0, x.1, x.2, features));
+        let y_csr = Csr::labels((y.0, y.1, labels));
+        let train_set = examples(&x_csr, Some(&y_csr))?;
+        let test_set = match validation {
+            Some(((vi, vx, vd), (li, lx))) => {
+                let xv = Csr::inputs((vi, vx, vd, features));
+                let yv = Csr::labels((li, lx, labels));
+                examples(&xv, Some(&yv))?
+            }
+            None => SparseExamples::new(),
+        };
+        if train_set.len() == 0 {
+            return Err(PyValueError::new_err("X has no rows to train on"));
+        }
+        let train_samples = train_set.len();
+        let multi_label = [&train_set, &test_set]
+            .iter()
+            .any(|d| (0..d.len()).any(|i| d.labels(i).len() > 1));
+        let loaded = Loaded {
+            train: Dataset::Sparse(train_set),
+            test: Dataset::Sparse(test_set),
+            features,
+            labels,
+            multi_label,
+        };
+        let talk = if verbose { Talk::All } else { Talk::Nothing };
+        let pool = pool(threads)?;
+        let interrupt = Arc::new(AtomicUsize::new(0));
+        let on_signal = signal_hook::flag::register_usize(
+            signal_hook::consts::SIGINT,
+            Arc::clone(&interrupt),
+            signal_hook::consts::SIGINT as usize,
+        )
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot watch for Ctrl-C: {e}")))?;
+        let result = py.detach(|| {
+            pool.install(|| {
+                train::train(
+                    (&config, loaded, Instant::now()),
+                    &out,
+                    talk,
+                    None,
+                    &interrupt,
+                )
+            })
+        });
+        signal_hook::low_level::unregister(on_signal);
+        let trained = result.map_err(failure)?;
+        let e = trained.last_eval;
+        let model = Model {
+            net: trained.net,
+            config,
+            text,
+            features,
+            labels,
+            train_samples,
+            last_eval: [e.precision_at_1, e.precision_at_3, e.precision_at_5],
+        };
+        match trained.interrupted {
+            // Python's own handler saw the signal too; the caller keeps the model and
+            // raises the KeyboardInterrupt.
+            Some(Failure::Interrupted { message, .. }) => {
+                Err(PyKeyboardInterrupt::new_err((message, Py::new(py, model)?)))
+            }
+            Some(other) => Err(failure(other)),
+            None => Ok(model),
+        }
+    }
+
+    /// Each row's `k` (1 to 5) best labels and their scores (logits), best first, as two
+    /// byte strings of `rows * k` uint32 and float32 values (a row with fewer scored labels
+    /// is padded with label 2^32 - 1 and score -inf); `mode` is `"exact"` (every label
+    /// scored), `"lsh"` or `"dense"`.
+    #[pyo3(signature = (x, k, mode, threads))]
+    fn predict<'py>(
+        &self,
+        py: Python<'py>,
+        x: (
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+            usize,
+        ),
+        k: usize,
+        mode: &str,
+        threads: Option<usize>,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        if !(1..=5).contains(&k) {
+            return Err(PyValueError::new_err(format!(
+                "k must be between 1 and 5, not {k}"
+            )));
+        }
+        let data = self.inputs(x)?;
+        let options = self.options(mode)?;
+        let pool = pool(threads)?;
+        let batch: Vec<usize> = (0..data.len()).collect();
+        let answers = py
+            .detach(|| {
+                pool.install(|| {
+                    self.net
+                        .predict(&mut Workspace::new(), &data, &batch, options)
+                })
+            })
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let (mut ids, mut scores) = (Vec::with_capacity(answers.len() * k * 4), Vec::new());
+        scores.reserve(answers.len() * k * 4);
+        for answer in &answers {
+            let padded = answer
+                .iter()
+                .copied()
+                .chain(std::iter::repeat((u32::MAX, f32::NEG_INFINITY)));
+            for (id, z) in padded.take(k) {
+                ids.extend_from_slice(&id.to_le_bytes());
+                scores.extend_from_slice(&z.to_le_bytes());
+            }
+        }
+        Ok((PyBytes::new(py, &ids), PyBytes::new(py, &scores)))
+    }
+
+    /// P@1, P@3 and P@5 (every label scored unless `mode` says otherwise) of the rows of `x`
+    /// against the labels `y`, with the number of rows.
+    #[pyo3(signature = (x, y, mode, threads))]
+    fn score<'py>(
+        &self,
+        py: Python<'py>,
+        x: (
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+            usize,
+        ),
+        y: (Bound<'py, PyAny>, Bound<'py, PyAny>, usize),
+        mode: &str,
+        threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.check_shape(x.3, y.2)?;
+        let x = Csr::inputs((x.0, x.1, x.2, self.features));
+        let y = Csr::labels((y.0, y.1, self.labels));
+        let data = examples(&x, Some(&y))?;
+        let options = self.options(mode)?;
+        let pool = pool(threads)?;
+        let batch: Vec<usize> = (0..data.len()).collect();
+        let stats = py
+            .detach(|| {
+                pool.install(|| {
+                    self.net
+                        .evaluate(&mut Workspace::new(), &data, &batch, options)
+                })
+            })
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let scores = PyDict::new(py);
+        scores.set_item("p@1", stats.precision_at_1)?;
+        scores.set_item("p@3", stats.precision_at_3)?;
+        scores.set_item("p@5", stats.precision_at_5)?;
+        scores.set_item("samples", stats.samples)?;
+        Ok(scores)
+    }
+
+    /// Writes the model into the folder `dir`: `config.toml` and a checkpoint in the
+    /// format `slide-train` writes and reads (atomically, as it does); returns the
+    /// checkpoint's path.
+    fn save(&self, dir: PathBuf) -> PyResult<PathBuf> {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| bad(anyhow::anyhow!("{}: {e}", dir.display())))?;
+        let identity = self.identity();
+        let at = Position {
+            epoch: self.config.train.epochs,
+            batch: 0,
+        };
+        let path = checkpoint::save(&dir, &self.net, at, &identity, 1).map_err(bad)?;
+        let config = dir.join(CONFIG_FILE);
+        let temporary = dir.join(format!("{CONFIG_FILE}.tmp"));
+        std::fs::write(&temporary, self.saved_text()?)
+            .and_then(|()| std::fs::rename(&temporary, &config))
+            .map_err(|e| bad(anyhow::anyhow!("{}: {e}", config.display())))?;
+        Ok(path)
+    }
+
+    /// A model saved by `save` or by `slide-train`: `path` is a checkpoint file or a folder
+    /// (its newest checkpoint); the config is `text` (named `config_path`) when given, else
+    /// the folder's `config.toml`. Its `data.features` and `data.labels` (or the XMC
+    /// training file it names) give the shape.
+    #[staticmethod]
+    #[pyo3(signature = (path, text, config_path, overrides))]
+    fn load(
+        path: PathBuf,
+        text: Option<String>,
+        config_path: PathBuf,
+        overrides: Vec<String>,
+    ) -> PyResult<Model> {
+        let folder = if path.is_dir() {
+            path.clone()
+        } else {
+            path.parent().unwrap_or(Path::new(".")).to_path_buf()
+        };
+        let (text, config_path) = match text {
+            Some(text) => (text, config_path),
+            None => {
+                let beside = folder.join(CONFIG_FILE);
+                let text = std::fs::read_to_string(&beside).map_err(|e| {
+                    PyValueError::new_err(format!(
+                        "{}: {e}; a checkpoint written by slide-train loads with config=",
+                        beside.display()
+                    ))
+                })?;
+                (text, beside)
+            }
+        };
+        let text = config::with_overrides(&text, &config_path, &overrides).map_err(bad)?;
+        let config = config::parse(&text, &config_path, &[]).map_err(bad)?;
+        let (features, labels, train_samples) = shape(&config)?;
+        let file = if path.is_dir() {
+            checkpoint::list(&path).map_err(bad)?.pop().ok_or_else(|| {
+                PyValueError::new_err(format!("{}: holds no checkpoint", path.display()))
+            })?
+        } else {
+            path
+        };
+        let network = config.network(features, train_samples);
+        let identity = Identity::of(&network, config.train.batch_size);
+        let mut net = Network::with_empty_tables(network)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        checkpoint::load(&file, &mut net, &identity, Require::Network).map_err(bad)?;
+        Ok(Model {
+            net,
+            config,
+            text,
+            features,
+            labels,
+            train_samples,
+            last_eval: [0.0; 3],
+        })
+    }
+
+    /// Input dimension.
+    #[getter]
+    fn features(&self) -> usize {
+        self.features
+    }
+
+    /// Number of labels.
+    #[getter]
+    fn labels(&self) -> usize {
+        self.labels
+    }
+
+    /// Training steps taken.
+    #[getter]
+    fn steps(&self) -> u64 {
+        self.net.step()
+    }
+
+    /// The config's text, every override applied.
+    #[getter]
+    fn config_text(&self) -> &str {
+        &self.text
+    }
+
+    /// P@1, P@3, P@5 of the last evaluation during training (zeros without validation data).
+    #[getter]
+    fn last_eval(&self) -> (f64, f64, f64) {
+        (self.last_eval[0], self.last_eval[1], self.last_eval[2])
+    }
+}
+
+impl Model {
+    /// The config to save: the text, with each warm-up given in epochs written in the steps
+    /// it took (the number of training samples is not in the config, and the checkpoint's
+    /// identity names the steps).
+    fn saved_text(&self) -> PyResult<String> {
+        let network = self.config.network(self.features, self.train_samples);
+        let steps: Vec<String> = network
+            .layers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, layer)| match layer.lsh?.warmup?.length {
+                slide::WarmupLength::Steps(s) => Some(format!(
+                    "network.layers.{i}.lsh.warmup.length={{ steps = {s} }}"
+                )),
+                slide::WarmupLength::Epochs(_) => None,
+            })
+            .collect();
+        config::with_overrides(&self.text, Path::new(CONFIG_FILE), &steps).map_err(bad)
+    }
+
+    /// What a checkpoint of this model records (as `slide-train` writes it).
+    fn identity(&self) -> Identity {
+        let network = self.config.network(self.features, self.train_samples);
+        Identity::of(&network, self.config.train.batch_size)
+    }
+
+    /// The config's evaluation options in `mode`.
+    fn options(&self, mode: &str) -> PyResult<EvalOptions> {
+        let mode: Mode = mode
+            .parse()
+            .map_err(|e: slide::SlideError| PyValueError::new_err(e.to_string()))?;
+        Ok(EvalOptions {
+            mode,
+            ..self.config.train.eval
+        })
+    }
+
+    /// `features` and `labels` of arrays must be the model's.
+    fn check_shape(&self, features: usize, labels: usize) -> PyResult<()> {
+        if features != self.features {
+            return Err(PyValueError::new_err(format!(
+                "X has {features} features but the model was trained on {}",
+                self.features
+            )));
+        }
+        if labels != self.labels {
+            return Err(PyValueError::new_err(format!(
+                "Y has {labels} labels but the model has {}",
+                self.labels
+            )));
+        }
+        Ok(())
+    }
+
+    /// Unlabelled examples of the inputs `x`, checked against the model's shape.
+    fn inputs(
+        &self,
+        x: (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>, usize),
+    ) -> PyResult<SparseExamples> {
+        self.check_shape(x.3, self.labels)?;
+        examples(&Csr::inputs((x.0, x.1, x.2, self.features)), None)
+    }
+}

@@ -1,0 +1,212 @@
+"""The Python package against the CLI: fit / predict / score / save / load round trips,
+checkpoints shared both ways with `slide-train`, the same P@1 as the CLI for the same data
+and seed, and bad input raised as exceptions with the CLI's messages."""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import slide
+
+ROOT = Path(__file__).resolve().parents[2]
+# The shipped xmc.toml's network with a narrower hidden layer, one thread (the CLI runs
+# below match it bit for bit), few samples: quick.
+SMALL = {"network.layers.0.size": 256}
+
+
+def slide_train() -> str:
+    """The `slide-train` binary of this checkout (`cargo build -p slide-trainer` makes it)."""
+    for profile in ("debug", "release"):
+        path = ROOT / "target" / profile / "slide-train"
+        if path.exists():
+            return str(path)
+    pytest.skip("no slide-train binary: run `cargo build -p slide-trainer` first")
+
+
+def dataset(n=1200, features=400, labels=40, seed=0):
+    """Rows whose labels own a few prototype features each (as gen-data makes), 1-2 labels
+    per row, plus noise features; returns (X, Y as label lists)."""
+    rng = np.random.default_rng(seed)
+    prototypes = rng.integers(0, features, size=(labels, 8))
+    rows, cols, vals, ys = [], [], [], []
+    for i in range(n):
+        own = rng.choice(labels, size=rng.integers(1, 3), replace=False)
+        feats = set(rng.integers(0, features, size=5).tolist())
+        for label in own:
+            feats.update(prototypes[label][rng.random(8) < 0.7].tolist())
+        for f in sorted(feats):
+            rows.append(i)
+            cols.append(f)
+            vals.append(float(rng.uniform(0.5, 1.5)))
+        ys.append(sorted(own.tolist()))
+    x = sp.csr_matrix((np.array(vals, np.float32), (rows, cols)), shape=(n, features))
+    return x, ys
+
+
+@pytest.fixture(scope="module")
+def data():
+    x, y = dataset()
+    return x[:1000], y[:1000], x[1000:], y[1000:]
+
+
+@pytest.fixture(scope="module")
+def trained(data):
+    x, y, xt, yt = data
+    model = slide.Classifier(epochs=5, seed=5, threads=1, verbose=False, set=SMALL)
+    return model.fit(x, y, xt, yt)
+
+
+def test_fit_predict_score(data, trained):
+    x, y, xt, yt = data
+    scores = trained.score(xt, yt)
+    # Measured 0.995: each label owns prototype features its rows share.
+    assert scores["p@1"] > 0.9, scores
+    assert scores["samples"] == 200
+    labels, logits = trained.predict(xt, k=5)
+    assert labels.shape == (200, 5) and logits.shape == (200, 5)
+    assert labels.dtype == np.uint32 and logits.dtype == np.float32
+    assert np.all(np.diff(logits, axis=1) <= 0), "scores best first"
+    hits = np.mean([labels[i, 0] in yt[i] for i in range(200)])
+    assert hits == pytest.approx(scores["p@1"])
+    # Dense input gives the same answers as sparse.
+    dense_labels, _ = trained.predict(xt.toarray(), k=5)
+    assert np.array_equal(dense_labels, labels)
+    # A CSR label matrix scores as the lists do.
+    y_csr = sp.csr_matrix(
+        (np.ones(sum(map(len, yt))), np.concatenate(yt), np.cumsum([0] + [len(r) for r in yt])),
+        shape=(200, 40),
+    )
+    assert trained.score(xt, y_csr) == scores
+    assert trained.score(xt, yt, mode="lsh")["p@1"] > 0.5
+
+
+def test_save_and_load_round_trip(tmp_path, data, trained):
+    x, y, xt, yt = data
+    path = trained.save(tmp_path / "model")
+    assert Path(path).exists() and (tmp_path / "model" / "config.toml").exists()
+    back = slide.load(tmp_path / "model", threads=1)
+    assert back.n_features == 400 and back.n_labels == 40
+    a, sa = trained.predict(xt)
+    b, sb = back.predict(xt)
+    assert np.array_equal(a, b) and np.array_equal(sa, sb)
+    # The checkpoint file itself loads too.
+    assert slide.load(path).score(xt, yt) == trained.score(xt, yt)
+
+
+def test_read_and_write_xmc(tmp_path, data):
+    x, y, _, _ = data
+    path = tmp_path / "train.txt"
+    slide.write_xmc(path, x, y)
+    x2, y2 = slide.read_xmc(path)
+    assert x2.shape == x.shape and y2.shape == (1000, 40)
+    assert abs(x2 - x).max() < 1e-6
+    assert [sorted(y2.indices[y2.indptr[i] : y2.indptr[i + 1]].tolist()) for i in range(1000)] == y
+
+
+def cli_files(tmp_path, data):
+    x, y, xt, yt = data
+    slide.write_xmc(tmp_path / "train.txt", x, y)
+    slide.write_xmc(tmp_path / "test.txt", xt, yt)
+    return [
+        "--set", f'data.train="{tmp_path / "train.txt"}"',
+        "--set", f'data.test="{tmp_path / "test.txt"}"',
+    ]
+
+
+def test_the_cli_and_python_train_the_same_model(tmp_path, data):
+    """Same data, config and seed, one thread: the CLI's final P@1 is Python's, and the
+    CLI's checkpoint loads in Python and predicts what Python's model predicts."""
+    x, y, xt, yt = data
+    files = cli_files(tmp_path, data)
+    run = subprocess.run(
+        [slide_train(), "--config", str(ROOT / "configs/xmc.toml"), "--threads", "1",
+         "--out", str(tmp_path / "run"), "--set", "train.epochs=2", "--set", "train.seed=5",
+         "--set", "network.layers.0.size=256", *files],
+        capture_output=True, text=True, check=True,
+    )
+    cli_p1 = float(re.search(r"P@1 ([0-9.]+)", run.stdout.splitlines()[-1]).group(1))
+    model = slide.Classifier(epochs=2, seed=5, threads=1, verbose=False, set=SMALL)
+    model.fit(*slide.read_xmc(tmp_path / "train.txt"))
+    xt_file, yt_file = slide.read_xmc(tmp_path / "test.txt")
+    assert model.score(xt_file, yt_file)["p@1"] == pytest.approx(cli_p1, abs=5e-5)
+    from_cli = slide.load(tmp_path / "run" / "checkpoints", config=ROOT / "configs/xmc.toml",
+                          set={"data.train": str(tmp_path / "train.txt"), "train.seed": 5,
+                               **SMALL})
+    assert np.array_equal(from_cli.predict(xt_file)[0], model.predict(xt_file)[0])
+
+
+def test_a_python_model_evaluates_in_the_cli(tmp_path, data, trained):
+    x, y, xt, yt = data
+    files = cli_files(tmp_path, data)
+    trained.save(tmp_path / "model")
+    run = subprocess.run(
+        [slide_train(), "eval", "--config", str(tmp_path / "model" / "config.toml"),
+         "--checkpoint", str(tmp_path / "model"), *files],
+        capture_output=True, text=True, check=True,
+    )
+    p1 = float(re.search(r"P@1 ([0-9.]+)", run.stdout).group(1))
+    assert p1 == pytest.approx(trained.score(xt, yt)["p@1"], abs=5e-5)
+
+
+def nan_at_row_3(x, y):
+    x = x.copy()
+    x.data[x.indptr[3]] = np.nan
+    return x, y
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (nan_at_row_3, "X row 3: value NaN of feature"),
+        (lambda x, y: (x[:10], y), "X has 10 rows but Y has 1000"),
+        (lambda x, y: (x, [[-1]] + y[1:]), "Y: label -1 is negative"),
+    ],
+)
+def test_bad_arrays_raise_value_errors(tmp_path, data, change, message):
+    x, y, _, _ = data
+    bad_x, bad_y = change(x, y)
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        slide.Classifier(verbose=False, out=out, set=SMALL).fit(bad_x, bad_y)
+    # Refused before any work: nothing written.
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_bad_labels_keys_and_configs_raise(tmp_path, data, trained):
+    x, y, xt, yt = data
+    with pytest.raises(ValueError, match="Y row 0: label 99 is out of range: labels are below 40"):
+        trained.score(xt, [[99]] + yt[1:])
+    with pytest.raises(ValueError, match="Y has 100 labels but the model has 40"):
+        trained.score(xt, sp.csr_matrix((200, 100), dtype=np.float32))
+    with pytest.raises(ValueError, match=re.escape("train: unknown field `lrr`")):
+        slide.Classifier(lrr=0.1, verbose=False).fit(x, y)
+    with pytest.raises(ValueError, match="train.lr: must be positive"):
+        slide.Classifier(lr=-1.0, verbose=False).fit(x, y)
+    with pytest.raises(ValueError, match="no such file, and not a shipped config"):
+        slide.Classifier("nope.toml").fit(x, y)
+    with pytest.raises(ValueError, match="X has 7 features but the model was trained on 400"):
+        trained.predict(sp.csr_matrix((3, 7), dtype=np.float32))
+    with pytest.raises(ValueError, match="not trained yet"):
+        slide.Classifier().predict(xt)
+    with pytest.raises(ValueError, match="k must be between 1 and 5"):
+        trained.predict(xt, k=6)
+    # A failed save leaves nothing under the final names.
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where the folder would go")
+    with pytest.raises(ValueError):
+        trained.save(blocker)
+    assert blocker.read_text() == "a file where the folder would go"
+    with pytest.raises(ValueError, match="holds no checkpoint|config.toml"):
+        slide.load(tmp_path)
+
+
+def test_a_malformed_xmc_file_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("2 300 50\n0 1:1\n1 999:1\n")
+    with pytest.raises(ValueError, match=re.escape(f"{path}:3: feature 999 is out of range")):
+        slide.read_xmc(path)

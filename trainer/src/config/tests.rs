@@ -509,3 +509,101 @@ fn the_train_table_of_configs_readme_matches_the_types() {
         );
     }
 }
+
+/// The keys a type reads from a config file, as serde lists them: a deserializer that
+/// records the field names of the first struct asked for and stops.
+fn keys_of<T: for<'de> serde::Deserialize<'de>>() -> Vec<&'static str> {
+    use serde::de::{self, Visitor};
+    struct Names(std::cell::RefCell<Vec<&'static str>>);
+    #[derive(Debug)]
+    struct Stop;
+    impl std::fmt::Display for Stop {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("stop")
+        }
+    }
+    impl std::error::Error for Stop {}
+    impl de::Error for Stop {
+        fn custom<M: std::fmt::Display>(_: M) -> Self {
+            Stop
+        }
+    }
+    impl<'de> de::Deserializer<'de> for &Names {
+        type Error = Stop;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+            Err(Stop)
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Stop> {
+            self.0.borrow_mut().extend(fields);
+            Err(Stop)
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+    let names = Names(std::cell::RefCell::new(Vec::new()));
+    let _ = T::deserialize(&names);
+    names.0.into_inner()
+}
+
+/// Every key the other sections' types read is documented in configs/README.md (the
+/// `[train]` table is checked both ways above): `[data]`, `[[network.layers]]`,
+/// `[network.layers.lsh]` and its warm-up, `[log]`, `[checkpoint]`.
+#[test]
+fn configs_readme_names_every_key_of_every_section() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/README.md"))
+            .unwrap();
+    // `[network.layers.lsh]` flattens its concepts' keys, which serde does not list: the
+    // keys every shipped config's LSH settings write back (each key but the unset options),
+    // and the negatives' (all of them).
+    let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let mut lsh_keys: Vec<&'static str> = keys_of::<slide::Negatives>();
+    let mut written = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&configs).unwrap() {
+        let path = entry.unwrap().path();
+        let Ok(config) = load(&path, &["data.labels=1000".into()]) else {
+            continue;
+        };
+        for lsh in config.network.layers.iter().filter_map(|l| l.lsh) {
+            written.extend(
+                toml::Table::try_from(lsh)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(k, _)| k),
+            );
+        }
+    }
+    assert!(written.len() >= 12, "{written:?}");
+    let written: Vec<&'static str> = written
+        .into_iter()
+        .map(|k| &*Box::leak(k.into_boxed_str()))
+        .collect();
+    lsh_keys.extend(written);
+    let sections = [
+        ("[data]", keys_of::<DataConfig>()),
+        ("[[network.layers]]", keys_of::<slide::LayerConfig>()),
+        ("[network.layers.lsh]", lsh_keys),
+        ("[network.layers.lsh.warmup]", keys_of::<slide::Warmup>()),
+        ("[log]", keys_of::<LogConfig>()),
+        ("[checkpoint]", keys_of::<CheckpointConfig>()),
+    ];
+    for (section, keys) in sections {
+        assert!(!keys.is_empty(), "{section}: no keys read");
+        for key in keys {
+            // Named in backticks, with a value, or as a sub-table (`[network.layers.lsh]`).
+            let named = [format!("`{key}`"), format!("`{key} ="), format!(".{key}]`")];
+            assert!(
+                named.iter().any(|n| readme.contains(n.as_str())),
+                "configs/README.md does not name {section} key `{key}`"
+            );
+        }
+    }
+}

@@ -135,12 +135,7 @@ impl Model {
     fn predict<'py>(
         &self,
         py: Python<'py>,
-        x: (
-            Bound<'py, PyAny>,
-            Bound<'py, PyAny>,
-            Bound<'py, PyAny>,
-            usize,
-        ),
+        x: Inputs<'py>,
         k: usize,
         mode: &str,
         threads: Option<usize>,
@@ -152,16 +147,10 @@ impl Model {
         }
         let data = self.inputs(x)?;
         let options = self.options(mode)?;
-        let pool = pool(threads)?;
-        let batch: Vec<usize> = (0..data.len()).collect();
-        let answers = py
-            .detach(|| {
-                pool.install(|| {
-                    self.net
-                        .predict(&mut Workspace::new(), &data, &batch, options)
-                })
-            })
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let answers = self.on_threads(py, threads, |net| {
+            let batch: Vec<usize> = (0..data.len()).collect();
+            net.predict(&mut Workspace::new(), &data, &batch, options)
+        })?;
         let (mut ids, mut scores) = (Vec::with_capacity(answers.len() * k * 4), Vec::new());
         scores.reserve(answers.len() * k * 4);
         for answer in &answers {
@@ -183,13 +172,8 @@ impl Model {
     fn score<'py>(
         &self,
         py: Python<'py>,
-        x: (
-            Bound<'py, PyAny>,
-            Bound<'py, PyAny>,
-            Bound<'py, PyAny>,
-            usize,
-        ),
-        y: (Bound<'py, PyAny>, Bound<'py, PyAny>, usize),
+        x: Inputs<'py>,
+        y: Labels<'py>,
         mode: &str,
         threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyDict>> {
@@ -198,16 +182,10 @@ impl Model {
         let y = Csr::labels((y.0, y.1, self.labels));
         let data = examples(&x, Some(&y))?;
         let options = self.options(mode)?;
-        let pool = pool(threads)?;
-        let batch: Vec<usize> = (0..data.len()).collect();
-        let stats = py
-            .detach(|| {
-                pool.install(|| {
-                    self.net
-                        .evaluate(&mut Workspace::new(), &data, &batch, options)
-                })
-            })
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let stats = self.on_threads(py, threads, |net| {
+            let batch: Vec<usize> = (0..data.len()).collect();
+            net.evaluate(&mut Workspace::new(), &data, &batch, options)
+        })?;
         let scores = PyDict::new(py);
         scores.set_item("p@1", stats.precision_at_1)?;
         scores.set_item("p@3", stats.precision_at_3)?;
@@ -324,6 +302,19 @@ impl Model {
 }
 
 impl Model {
+    /// `work` on the network in a pool of `threads` workers, with the GIL released; its
+    /// error (the core's) as a `ValueError`.
+    fn on_threads<T: Send>(
+        &self,
+        py: Python<'_>,
+        threads: Option<usize>,
+        work: impl FnOnce(&Network) -> slide::Result<T> + Send,
+    ) -> PyResult<T> {
+        let pool = pool(threads)?;
+        py.detach(|| pool.install(|| work(&self.net)))
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
     /// The config to save: the text, with each warm-up given in epochs written in the steps
     /// it took (the number of training samples is not in the config, and the checkpoint's
     /// identity names the steps).

@@ -9,7 +9,6 @@ data, see benches/omikuji/compare.py and docs/real-data.md.
 """
 
 import argparse
-import os
 import shutil
 import subprocess
 import tempfile

@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import scipy.sparse as sp

@@ -2,7 +2,6 @@
 checkpoints shared both ways with `slide-train`, the same P@1 as the CLI for the same data
 and seed, and bad input raised as exceptions with the CLI's messages."""
 
-import os
 import re
 import subprocess
 from pathlib import Path

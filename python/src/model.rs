@@ -119,7 +119,11 @@ impl Model {
         match trained.interrupted {
             // Python's own handler saw the signal too; the caller keeps the model and
             // raises the KeyboardInterrupt.
+            // Python's own handler saw the signal too: run it now, so that the
+            // KeyboardInterrupt it raises does not replace this one (which carries the
+            // model, for the caller to keep) at the next bytecode.
             Some(Failure::Interrupted { message, .. }) => {
+                let _ = py.check_signals();
                 Err(PyKeyboardInterrupt::new_err((message, Py::new(py, model)?)))
             }
             Some(other) => Err(failure(other)),

@@ -4,6 +4,7 @@ and seed, and bad input raised as exceptions with the CLI's messages."""
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -209,3 +210,31 @@ def test_a_malformed_xmc_file_names_file_and_line(tmp_path):
     path.write_text("2 300 50\n0 1:1\n1 999:1\n")
     with pytest.raises(ValueError, match=re.escape(f"{path}:3: feature 999 is out of range")):
         slide.read_xmc(path)
+
+
+def test_ctrl_c_stops_fit_between_steps_and_keeps_the_model(tmp_path):
+    """SIGINT during `fit` (the GIL released, Rust training): the step in progress ends,
+    KeyboardInterrupt is raised, and the model trained so far is kept and predicts."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(
+        "import os, signal, sys, threading\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_slide import dataset\n"
+        "import slide\n"
+        "x, y = dataset(n=4000)\n"
+        "model = slide.Classifier(epochs=1000, threads=1, verbose=False)\n"
+        "threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+        "try:\n"
+        "    model.fit(x, y)\n"
+        "    print('not interrupted')\n"
+        "except KeyboardInterrupt as stop:\n"
+        "    labels, _ = model.predict(x[:5], k=1)\n"
+        "    print('interrupted', model._model.steps, labels.shape, stop)\n"
+    )
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    words = run.stdout.split()
+    assert words[0] == "interrupted", run.stdout
+    assert int(words[1]) > 0 and "(5, 1)" in run.stdout, run.stdout
+    assert "interrupted at step" in run.stdout, run.stdout

@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict};
 use slide::{EvalOptions, Examples, Mode, Network, SparseExamples, Workspace};
 use slide_trainer::checkpoint::{self, Identity, Position, Require};
 use slide_trainer::config::{self, Config};
-use slide_trainer::data::{Dataset, Loaded};
+use slide_trainer::data::Loaded;
 use slide_trainer::failure::Failure;
 use slide_trainer::train::{self, Talk};
 
@@ -74,16 +74,7 @@ impl Model {
             return Err(PyValueError::new_err("X has no rows to train on"));
         }
         let train_samples = train_set.len();
-        let multi_label = [&train_set, &test_set]
-            .iter()
-            .any(|d| (0..d.len()).any(|i| d.labels(i).len() > 1));
-        let loaded = Loaded {
-            train: Dataset::Sparse(train_set),
-            test: Dataset::Sparse(test_set),
-            features,
-            labels,
-            multi_label,
-        };
+        let loaded = Loaded::sparse(train_set, test_set, features, labels);
         let talk = if verbose { Talk::All } else { Talk::Nothing };
         let pool = pool(threads)?;
         let interrupt = Arc::new(AtomicUsize::new(0));

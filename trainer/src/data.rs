@@ -50,6 +50,26 @@ pub struct Loaded {
     pub multi_label: bool,
 }
 
+impl Loaded {
+    /// Sparse train and test sets of `features` inputs and `labels` labels (from files or
+    /// from a program's arrays), multi-label when a training sample has several labels.
+    pub fn sparse(
+        train: SparseExamples,
+        test: SparseExamples,
+        features: usize,
+        labels: usize,
+    ) -> Self {
+        let multi_label = train.label_offsets.windows(2).any(|w| w[1] - w[0] > 1);
+        Loaded {
+            train: Dataset::Sparse(train),
+            test: Dataset::Sparse(test),
+            features,
+            labels,
+            multi_label,
+        }
+    }
+}
+
 /// Reads the train and test sets `config` names, checking sizes against it.
 pub fn load(config: &DataConfig) -> Result<Loaded> {
     check_files_exist(config)?;
@@ -113,14 +133,7 @@ fn load_xmc(config: &DataConfig) -> Result<Loaded> {
     }
     check("features", a.features, config.features)?;
     check("labels", a.labels, config.labels)?;
-    let multi_label = train.label_offsets.windows(2).any(|w| w[1] - w[0] > 1);
-    Ok(Loaded {
-        train: Dataset::Sparse(train),
-        test: Dataset::Sparse(test),
-        features: a.features,
-        labels: a.labels,
-        multi_label,
-    })
+    Ok(Loaded::sparse(train, test, a.features, a.labels))
 }
 
 /// Train and test files in the LIBSVM text format, of the configured shape.
@@ -135,14 +148,7 @@ fn load_libsvm(config: &DataConfig) -> Result<Loaded> {
         labels,
     )?;
     let test = xmc::read_libsvm(config.test.as_deref().expect("validated"), features, labels)?;
-    let multi_label = train.label_offsets.windows(2).any(|w| w[1] - w[0] > 1);
-    Ok(Loaded {
-        train: Dataset::Sparse(train),
-        test: Dataset::Sparse(test),
-        features,
-        labels,
-        multi_label,
-    })
+    Ok(Loaded::sparse(train, test, features, labels))
 }
 
 /// MNIST-style IDX images and labels (gzipped or not) from `data.dir`.

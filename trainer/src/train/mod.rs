@@ -187,6 +187,10 @@ struct Loop<'a> {
     schedule_steps: u64,
     /// A metrics record at least every this many steps.
     report_every: u64,
+    /// Whether some layer samples by LSH (recall is probed), and whether the output layer
+    /// does (an LSH-mode P@1 is reported beside the exact one).
+    sampled: bool,
+    output_sampled: bool,
 }
 
 impl<'a> Loop<'a> {
@@ -198,6 +202,8 @@ impl<'a> Loop<'a> {
         saver: Saver<'a>,
     ) -> Self {
         let saved_at = net.step();
+        let sampled = net.layers().iter().any(|l| l.is_sampled());
+        let output_sampled = net.layers().last().is_some_and(|l| l.is_sampled());
         Loop {
             config,
             net,
@@ -212,6 +218,8 @@ impl<'a> Loop<'a> {
             saved_at,
             schedule_steps: 0,
             report_every: (train.len() / config.train.batch_size / 10).max(1) as u64,
+            sampled,
+            output_sampled,
         }
     }
 
@@ -262,10 +270,9 @@ impl<'a> Loop<'a> {
         let step = net.step();
         let stopping = t.max_steps > 0 && step >= t.max_steps;
         let evaluate = last_of_epoch || stopping || (t.eval_every > 0 && step % t.eval_every == 0);
-        let output_sampled = net.layers().last().is_some_and(|l| l.is_sampled());
         let eval = if evaluate {
             let (ws, order) = (&mut self.ws, &mut self.eval_order);
-            let at = (step, output_sampled);
+            let at = (step, self.output_sampled);
             let result = evaluation::periodic(net, ws, self.test, order, t, at, &mut self.report)?;
             self.last_eval = Some(result.result);
             Some(result)
@@ -274,8 +281,8 @@ impl<'a> Loop<'a> {
         };
         // Retrieval recall on a few test samples (their labels forced in, as in
         // training) at every evaluation and every `recall_every` steps.
-        let sampled = net.layers().iter().any(|l| l.is_sampled());
-        let probe = sampled && (evaluate || (t.recall_every > 0 && step % t.recall_every == 0));
+        let probe =
+            self.sampled && (evaluate || (t.recall_every > 0 && step % t.recall_every == 0));
         let recall = if probe {
             evaluation::recall_probe(net, &mut self.ws, self.test, t.seed, step, &mut self.report)?
         } else {

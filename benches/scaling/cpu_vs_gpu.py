@@ -4,7 +4,7 @@ and one plot. Without a CUDA GPU (or without PyTorch) it runs the CPU part and s
 
     python3 benches/scaling/cpu_vs_gpu.py --data datasets/generated/a670k-490k \
         [--config amazon670k-synthetic.toml] [--epochs 2] [--threads 1,2,4,8,16] \
-        [--scaling-samples 25600] [--full-threads 16] \
+        [--scaling-samples 25600] [--full-threads 16] [--eval-every 1000] \
         [--gpu-batches 256,1024] [--gpu-setting hidden=1024,lr=0.004,bf16=1] \
         [--csv benches/results/cpu_vs_gpu.csv] [--plot benches/results/cpu_vs_gpu.png] [--replot]
 
@@ -116,7 +116,8 @@ def run_slide(args, data, threads, work, scaling=None):
         [slide_binary(), "--config", args.config, "--threads", str(threads), "--quiet",
          "--out", str(out), "--set", f"train.epochs={epochs}",
          "--set", f'data.train="{train}"', "--set", f'data.test="{test}"',
-         "--set", "train.eval_samples=0", "--set", "train.eval_every=0",
+         "--set", "train.eval_samples=0",
+         "--set", f"train.eval_every={args.eval_every if scaling is None else 0}",
          "--set", "checkpoint.at_end=false", *sized(args, data)],
         check=True, cwd=ROOT,
     )
@@ -127,10 +128,13 @@ def run_slide(args, data, threads, work, scaling=None):
             r = json.loads(line)
             if r.get("p_at_1") is None:
                 continue
+            # Samples trained so far (the last batch of an epoch may be short): the epoch
+            # column is fractional for evaluations inside an epoch (--eval-every).
+            trained = min(r["step"] * args.batch, r["epoch"] * per_epoch)
             rows.append(dict(run=run, system="slide", device=cpu_name(), threads=threads,
-                             batch=args.batch, epoch=r["epoch"],
+                             batch=args.batch, epoch=round(trained / per_epoch, 3),
                              train_seconds=round(r["train_seconds"], 2),
-                             samples_per_s=round(r["epoch"] * per_epoch / r["train_seconds"]),
+                             samples_per_s=round(trained / r["train_seconds"]),
                              p_at_1=r["p_at_1"], p_at_3=r.get("p_at_3"), p_at_5=r.get("p_at_5"),
                              phase_seconds=json.dumps({k: round(v, 2) for k, v in
                                                        r.get("phase_seconds", {}).items()})))
@@ -241,9 +245,9 @@ def read_rows(path):
     with open(path) as f:
         for r in csv.DictReader(f):
             r["threads"] = int(r["threads"]) if r["threads"] else ""
-            for key in ("batch", "epoch", "samples_per_s"):
+            for key in ("batch", "samples_per_s"):
                 r[key] = int(r[key])
-            for key in ("train_seconds", "p_at_1", "p_at_3", "p_at_5"):
+            for key in ("epoch", "train_seconds", "p_at_1", "p_at_3", "p_at_5"):
                 r[key] = float(r[key])
             rows.append(r)
     return rows
@@ -287,6 +291,9 @@ def main():
                    help="compare thread counts on one epoch over this many samples")
     p.add_argument("--full-threads",
                    help="with --scaling-samples: thread counts of the full runs (default: most)")
+    p.add_argument("--eval-every", type=int, default=0, metavar="STEPS",
+                   help="full slide runs also score every test sample every STEPS steps (finer "
+                        "time-to-P@1 curves; evaluation time is not training time)")
     p.add_argument("--gpu-batches", default="256,1024")
     p.add_argument("--gpu-setting", default="hidden=1024,lr=0.004,bf16=1",
                    help="xmc_sweep.py's setting for the dense model")

@@ -214,3 +214,32 @@ fn transpose_rows<'a, T: Copy + Send + Sync + 'a>(
 
 /// Inputs per task of [`transpose_rows`]: 32 BF16 values are one cache line of a row.
 const INPUTS_PER_TASK: usize = 32;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each row's input `i` lands at `cols[i * len + p]`, for pool lengths and widths that
+    /// are not multiples of the 16-row run or the 32-input task, and for one of each.
+    #[test]
+    fn transpose_rows_puts_every_value_at_its_input_and_member() {
+        let rows: Vec<Vec<u32>> = (0..50u32)
+            .map(|j| (0..70u32).map(|i| j * 1000 + i).collect())
+            .collect();
+        for (len, in_dim) in [(1, 1), (17, 33), (40, 70), (16, 64)] {
+            // Distinct, unordered members (7 and 50 are coprime).
+            let ids: Vec<u32> = (0..len as u32).map(|p| (p * 7) % 50).collect();
+            let mut cols = vec![u32::MAX; len * in_dim];
+            transpose_rows(&ids, |j| &rows[j as usize][..in_dim], in_dim, &mut cols);
+            for i in 0..in_dim {
+                for (p, &j) in ids.iter().enumerate() {
+                    assert_eq!(
+                        cols[i * len + p],
+                        j * 1000 + i as u32,
+                        "input {i}, member {p}"
+                    );
+                }
+            }
+        }
+    }
+}

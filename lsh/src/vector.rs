@@ -58,7 +58,12 @@ impl<'a> Vector<'a> {
                         actual: values.len(),
                     });
                 }
-                if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+                // Blocks tested without an early exit inside, which the compiler vectorises
+                // (`position` alone went value by value: 1.31 against 1.19 microseconds to
+                // hash a row of 1,024 in a rebuild); the position only if one fails.
+                let finite = |block: &[f32]| block.iter().fold(true, |ok, v| ok & v.is_finite());
+                if !values.chunks(64).all(finite) {
+                    let i = values.iter().position(|v| !v.is_finite()).unwrap_or(0);
                     return Err(LshError::NonFiniteValue {
                         index: i as u32,
                         value: values[i],
@@ -105,5 +110,33 @@ impl<'a> Vector<'a> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first non-finite value is named wherever it sits: in the first block of 64, past
+    /// it, in a short last block, and the first of two.
+    #[test]
+    fn a_dense_vector_names_its_first_non_finite_value() {
+        for (len, bad) in [
+            (200, vec![0]),
+            (200, vec![130]),
+            (200, vec![199]),
+            (200, vec![70, 9]),
+        ] {
+            let mut values = vec![0.5f32; len];
+            for (n, &i) in bad.iter().enumerate() {
+                values[i] = if n == 0 { f32::INFINITY } else { f32::NAN };
+            }
+            let first = *bad.iter().min().unwrap();
+            match Vector::Dense(&values).validate(len) {
+                Err(LshError::NonFiniteValue { index, .. }) => assert_eq!(index as usize, first),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        assert!(Vector::Dense(&[0.5f32; 200]).validate(200).is_ok());
     }
 }

@@ -21,9 +21,9 @@ every test sample exactly (every label scored) after each epoch; its training se
 exclude evaluations, as PyTorch's do. The GPU model is benches/pytorch/xmc_sweep.py's dense
 network (sparse features -> hidden ReLU -> softmax over every label, Adam), one run per
 batch size. Each CSV row: run, system, device, threads, batch, epoch, train_seconds,
-samples_per_s, p_at_1, p_at_3, p_at_5, phase_seconds (slide's, JSON: where its time
-went; hashing, forward and backward summed over threads). The issue-42 targets read off it: the speed-up from
-2 to 16 threads, and the seconds slide needs to reach the GPU's best P@1.
+samples_per_s, p_at_1, p_at_3, p_at_5, phase_seconds (slide's, JSON: where its time went;
+hashing, forward and backward summed over threads). The issue-42 targets read off it: the
+speed-up from 2 to 16 threads, and the seconds slide needs to reach the GPU's best P@1.
 """
 
 import argparse
@@ -99,7 +99,7 @@ def prefix(source, n, dest):
             out.write(line)
             written += 1
     if written < n:
-        sys.exit(f"{source} holds {written} samples, fewer than --scaling-samples {n}")
+        sys.exit(f"{source} holds {written} samples, fewer than the {n} the scaling runs take")
     return dest
 
 
@@ -338,6 +338,7 @@ def main():
                         lambda: run_slide(args, data, threads, work, scaling))
         for batch in batches[1:]:
             attempt(f"the GPU at batch {batch}", sink, lambda: run_gpu(args, data, batch, work))
+    sink.file.close()
     rows = sink.rows
     if not rows:
         sys.exit("nothing was measured")

@@ -4,6 +4,7 @@
 use crate::error::{Result, config_error};
 use crate::layer::{Activation, BlockLayout, LayerConfig, LshConfig, Precision, WeightLayout};
 use crate::optimizer::AdamConfig;
+use crate::wide::WideConfig;
 
 /// When LSH tables are rebuilt from the moving weights.
 ///
@@ -134,6 +135,13 @@ pub struct NetworkConfig {
     pub rebuild: RebuildSchedule,
     /// Seeds weights, hash families, tables and per-sample sampling.
     pub seed: u64,
+    /// Per-label linear classifiers on the input features that re-rank the network's best
+    /// outputs ([`WideHead`](crate::WideHead)); `None`: none.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub wide: Option<WideConfig>,
 }
 
 impl NetworkConfig {
@@ -153,6 +161,7 @@ impl NetworkConfig {
             adam: AdamConfig::default(),
             rebuild: RebuildSchedule::default(),
             seed: 0,
+            wide: None,
         }
     }
 
@@ -199,6 +208,9 @@ impl NetworkConfig {
             ));
         }
         self.adam.validate()?;
+        if let Some(wide) = &self.wide {
+            wide.validate()?;
+        }
         self.rebuild.validate()
     }
 }
@@ -250,12 +262,17 @@ impl NetworkConfig {
         }
         out.push(("adam".to_string(), format!("{:?}", self.adam)));
         out.push(("rebuild".to_string(), format!("{:?}", self.rebuild)));
+        // Named only when present, so checkpoints from before the wide head still resume.
+        if let Some(wide) = &self.wide {
+            out.push(("wide.bits".to_string(), wide.bits.to_string()));
+            out.push(("wide".to_string(), format!("{wide:?}")));
+        }
         out
     }
 
     /// A stable hash of what a trained model's state depends on to be read back and
     /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
-    /// each layer's size, activation, layout and LSH settings. Not the optimizer, the
+    /// each layer's size, activation, layout and LSH settings, and the wide head's size. Not the optimizer, the
     /// rebuild schedule, the initialisation, the precision of weights and moments (a layer
     /// reads a state file's values in either precision) or the LSH settings that only shape
     /// training (the shared negatives' shift and refresh period, the exact-picks ablation,
@@ -266,6 +283,7 @@ impl NetworkConfig {
             .filter(|(key, _)| {
                 !(key == "adam"
                     || key == "rebuild"
+                    || key == "wide"
                     || key.ends_with(".init")
                     || key.ends_with(".moments")
                     || key.ends_with(".weights")
@@ -359,6 +377,10 @@ impl NetworkConfig {
                 };
             }
             in_dim = out;
+        }
+        if let Some(wide) = &self.wide {
+            estimate.parameters += wide.table_bytes() as u64;
+            estimate.state += wide.table_bytes() as u64;
         }
         estimate
     }

@@ -72,11 +72,13 @@ pub mod kernels;
 pub mod layer;
 mod loss;
 pub mod network;
+mod network_state;
 pub mod optimizer;
 pub mod rows;
 pub mod stats;
 pub mod step;
 mod top5;
+pub mod wide;
 pub mod workspace;
 
 pub use config::{NetworkConfig, RebuildSchedule};
@@ -96,4 +98,5 @@ pub use optimizer::{
 };
 pub use slide_lsh as lsh;
 pub use stats::{ActiveSources, EvalStats, PhaseTimes, Recall, StepStats};
+pub use wide::{WideConfig, WideHead};
 pub use workspace::Workspace;

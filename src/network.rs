@@ -12,23 +12,11 @@ use slide_lsh::mix64;
 use crate::comm::{Communicator, Local, shard_range};
 use crate::config::{NetworkConfig, RebuildSchedule};
 use crate::error::{Result, SlideError, config_error};
-use crate::layer::MemorySource as LayerMemory;
-use crate::layer::{Elem, LayerState, SparseLayer, StateSource, StateTensor};
+use crate::layer::{Elem, SparseLayer, StateSource, StateTensor};
+pub use crate::network_state::NetworkState;
+use crate::network_state::{MemorySource, Prefixed, WIDE_TABLE, split_layer_name};
 use crate::optimizer::Adam;
-
-/// Everything a network needs to continue training exactly where it stopped: every
-/// layer's parameters, Adam state and tables, and the step and rebuild-schedule position.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NetworkState {
-    /// Training steps taken.
-    pub step: u64,
-    /// The step after which the tables are rebuilt next.
-    pub next_rebuild: u64,
-    /// The current rebuild period (grows under the exponential schedule).
-    pub rebuild_period: f64,
-    /// Per layer, input first.
-    pub layers: Vec<LayerState>,
-}
+use crate::wide::WideHead;
 
 /// What a checkpoint stores of a network beside its tensors (see
 /// [`Network::state_scalars`]).
@@ -76,6 +64,11 @@ pub struct Network {
     pub(crate) comm: Arc<dyn Communicator>,
     /// The outputs this rank holds, as ids of the whole layer.
     pub(crate) output_range: Range<usize>,
+    /// Per-label linear classifiers that re-rank the best outputs, if configured.
+    pub(crate) wide: Option<WideHead>,
+    /// The learning rate the network was built with: the wide head's rate follows the
+    /// schedule as the same fraction of it.
+    peak_lr: f32,
 }
 
 impl Network {
@@ -143,7 +136,16 @@ impl Network {
             in_dim = layer.out_dim;
         }
         let period = config.rebuild.first_period();
+        let wide = config.wide.map(WideHead::new).transpose()?;
+        if wide.is_some() && comm.size() > 1 {
+            return Err(config_error(
+                "network.wide",
+                "is not supported with the output layer split between ranks",
+            ));
+        }
         Ok(Network {
+            wide,
+            peak_lr: config.adam.lr,
             adam: Adam::new(config.adam)?,
             config,
             layers,
@@ -175,6 +177,19 @@ impl Network {
         self.adam.set_learning_rate(lr)?;
         self.config.adam.lr = lr;
         Ok(())
+    }
+
+    /// The wide head, if the network has one.
+    pub fn wide(&self) -> Option<&WideHead> {
+        self.wide.as_ref()
+    }
+
+    /// The wide head's learning rate now: its configured rate times the network's current
+    /// rate over the one it was built with.
+    pub(crate) fn wide_lr(&self) -> f32 {
+        self.wide
+            .as_ref()
+            .map_or(0.0, |w| w.config().lr * self.config.adam.lr / self.peak_lr)
     }
 
     /// The configuration.
@@ -214,6 +229,10 @@ impl Network {
             next_rebuild: self.schedule.next_rebuild,
             rebuild_period: self.schedule.period,
             layers: self.layers.iter().map(SparseLayer::export_state).collect(),
+            wide: self
+                .wide
+                .as_ref()
+                .map_or(Vec::new(), |w| w.table().to_vec()),
         }
     }
 
@@ -248,7 +267,8 @@ impl Network {
         }
     }
 
-    /// Every layer's [`SparseLayer::state_tensors`], named `layers.I.NAME`, sorted by name.
+    /// Every layer's [`SparseLayer::state_tensors`], named `layers.I.NAME`, and the wide
+    /// head's `wide.table` if there is one, sorted by name.
     pub fn state_tensors(&self) -> Vec<StateTensor> {
         let mut out: Vec<StateTensor> = self
             .layers
@@ -261,6 +281,13 @@ impl Network {
                 })
             })
             .collect();
+        if let Some(wide) = &self.wide {
+            out.push(StateTensor {
+                name: WIDE_TABLE.to_string(),
+                elem: Elem::F32,
+                shape: vec![wide.table().len()],
+            });
+        }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }
@@ -272,6 +299,9 @@ impl Network {
         name: &str,
         sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
+        if let (WIDE_TABLE, Some(wide)) = (name, &self.wide) {
+            return crate::layer::write_rows(std::iter::once(wide.table()), f32::to_le_bytes, sink);
+        }
         let (layer, rest) = split_layer_name(name)
             .filter(|&(i, _)| i < self.layers.len())
             .ok_or_else(|| config_error("network state", format!("has no tensor `{name}`")))?;
@@ -299,6 +329,15 @@ impl Network {
         }
         if !(scalars.rebuild_period.is_finite() && scalars.rebuild_period >= 1.0) {
             return Err(fail("rebuild period must be at least 1".into()));
+        }
+        if let Some(wide) = &mut self.wide {
+            let len = wide.table().len();
+            if source.tensor(WIDE_TABLE) != Some((Elem::F32, vec![len])) {
+                return Err(fail(format!(
+                    "needs the wide head's {WIDE_TABLE} of {len} f32"
+                )));
+            }
+            crate::layer::read_f32s(source, WIDE_TABLE, wide.table_mut())?;
         }
         for (i, layer) in self.layers.iter_mut().enumerate() {
             let mut prefixed = Prefixed {
@@ -333,65 +372,16 @@ impl Network {
     /// Whether every parameter and Adam moment is finite (a network that is not cannot be
     /// trained on).
     pub fn is_finite(&self) -> bool {
-        self.layers.iter().all(SparseLayer::is_finite)
+        self.layers.iter().all(SparseLayer::is_finite) && self.wide.iter().all(WideHead::is_finite)
     }
 
-    /// Heap bytes held by all layers (parameters, Adam state, tables).
+    /// Heap bytes held by all layers (parameters, Adam state, tables) and the wide head.
     pub fn memory_bytes(&self) -> usize {
-        self.layers.iter().map(SparseLayer::memory_bytes).sum()
-    }
-}
-
-/// `layers.I.NAME` as `(I, NAME)`.
-fn split_layer_name(name: &str) -> Option<(usize, &str)> {
-    let (index, rest) = name.strip_prefix("layers.")?.split_once('.')?;
-    Some((index.parse().ok()?, rest))
-}
-
-/// A [`NetworkState`] as a [`StateSource`]: `layers.I.NAME` is layer `I`'s `NAME`.
-struct MemorySource<'a>(&'a NetworkState);
-
-impl StateSource for MemorySource<'_> {
-    type Error = SlideError;
-
-    fn tensor(&self, name: &str) -> Option<(Elem, Vec<usize>)> {
-        let (i, rest) = split_layer_name(name)?;
-        LayerMemory(self.0.layers.get(i)?).tensor(rest)
-    }
-
-    fn read(&mut self, name: &str, offset: usize, out: &mut [u8]) -> Result<()> {
-        let layer =
-            split_layer_name(name).and_then(|(i, rest)| Some((self.0.layers.get(i)?, rest)));
-        let Some((layer, rest)) = layer else {
-            return Err(config_error(
-                "network state",
-                format!("has no tensor `{name}`"),
-            ));
-        };
-        LayerMemory(layer).read(rest, offset, out)
-    }
-}
-
-/// A network's [`StateSource`] seen by one layer: its names without `layers.I.`.
-struct Prefixed<'a, S: ?Sized> {
-    prefix: String,
-    inner: &'a mut S,
-}
-
-impl<S: StateSource + ?Sized> StateSource for Prefixed<'_, S> {
-    type Error = S::Error;
-
-    fn tensor(&self, name: &str) -> Option<(Elem, Vec<usize>)> {
-        self.inner.tensor(&format!("{}{name}", self.prefix))
-    }
-
-    fn read(
-        &mut self,
-        name: &str,
-        offset: usize,
-        out: &mut [u8],
-    ) -> std::result::Result<(), S::Error> {
-        self.inner
-            .read(&format!("{}{name}", self.prefix), offset, out)
+        let wide = self.wide.as_ref().map_or(0, |w| w.config().table_bytes());
+        self.layers
+            .iter()
+            .map(SparseLayer::memory_bytes)
+            .sum::<usize>()
+            + wide
     }
 }

@@ -1,29 +1,33 @@
-//! A sample's 5 best outputs, with one tie rule: what evaluation, prediction and the
-//! training step's evaluation pass rank with.
+//! A sample's K best outputs (5 for P@k, a wide head's shortlist when one re-ranks them),
+//! with one tie rule: what evaluation, prediction and the training step's evaluation pass
+//! rank with.
 
 use crate::layer::ranks_before;
 
-/// A sample's 5 best `(score, neuron)` pairs, best first; ties go to the lower neuron id
+/// A sample's `K` best `(score, neuron)` pairs, best first; ties go to the lower neuron id
 /// (see [`ranks_before`]), so the result does not depend on the order offers arrive in.
 /// Empty slots are `(-inf, u32::MAX)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Top5([(f32, u32); 5]);
+pub(crate) struct Top<const K: usize>([(f32, u32); K]);
 
-impl Default for Top5 {
+/// The 5 best: what P@1, P@3 and P@5 and a prediction read.
+pub(crate) type Top5 = Top<5>;
+
+impl<const K: usize> Default for Top<K> {
     fn default() -> Self {
         Self::EMPTY
     }
 }
 
-impl Top5 {
-    pub(crate) const EMPTY: Self = Top5([(f32::NEG_INFINITY, u32::MAX); 5]);
+impl<const K: usize> Top<K> {
+    pub(crate) const EMPTY: Self = Top([(f32::NEG_INFINITY, u32::MAX); K]);
 
     #[inline]
     pub(crate) fn offer(&mut self, z: f32, id: u32) {
-        if !ranks_before((z, id), self.0[4]) {
+        if !ranks_before((z, id), self.0[K - 1]) {
             return;
         }
-        let mut i = 4;
+        let mut i = K - 1;
         while i > 0 && ranks_before((z, id), self.0[i - 1]) {
             self.0[i] = self.0[i - 1];
             i -= 1;
@@ -31,7 +35,7 @@ impl Top5 {
         self.0[i] = (z, id);
     }
 
-    /// The offered `(neuron, score)` pairs, best first (at most 5).
+    /// The offered `(neuron, score)` pairs, best first (at most `K`).
     pub(crate) fn ranked(&self) -> impl Iterator<Item = (u32, f32)> + '_ {
         self.0
             .iter()
@@ -39,15 +43,15 @@ impl Top5 {
             .map(|&(z, id)| (id, z))
     }
 
-    /// The 5th best score (`-inf` while fewer than 5 were offered): a score below it
+    /// The `K`th best score (`-inf` while fewer than `K` were offered): a score below it
     /// cannot enter.
     #[inline]
-    pub(crate) fn fifth(&self) -> f32 {
-        self.0[4].0
+    pub(crate) fn last(&self) -> f32 {
+        self.0[K - 1].0
     }
 
     /// Offers every pair `other` holds.
-    pub(crate) fn merge(&mut self, other: &Top5) {
+    pub(crate) fn merge(&mut self, other: &Self) {
         for &(z, id) in &other.0 {
             self.offer(z, id);
         }
@@ -56,6 +60,23 @@ impl Top5 {
     /// The best neuron (`u32::MAX` if nothing was offered).
     pub(crate) fn first(&self) -> u32 {
         self.0[0].1
+    }
+
+    /// The offered `(score, neuron)` pairs, best first, as a slice (at most `K`).
+    pub(crate) fn pairs(&self) -> &[(f32, u32)] {
+        let n = self.0.iter().take_while(|&&(_, id)| id != u32::MAX).count();
+        &self.0[..n]
+    }
+}
+
+impl Top5 {
+    /// The 5 best of `pairs`, which are ranked best first already.
+    pub(crate) fn from_ranked(pairs: &[(f32, u32)]) -> Self {
+        let mut top = Self::EMPTY;
+        for (slot, &pair) in top.0.iter_mut().zip(pairs) {
+            *slot = pair;
+        }
+        top
     }
 
     /// How many of `labels` are among the 1, 3 and 5 best.
@@ -94,7 +115,7 @@ mod tests {
         for &(z, id) in offers.iter().rev() {
             backward.offer(z, id);
         }
-        let want = Top5([(3.0, 7), (2.0, 4), (1.0, 8), (0.5, 3), (0.5, 6)]);
+        let want = Top([(3.0, 7), (2.0, 4), (1.0, 8), (0.5, 3), (0.5, 6)]);
         assert_eq!(forward, want);
         assert_eq!(backward, want);
         assert_eq!(want.first(), 7);
@@ -109,5 +130,22 @@ mod tests {
         top.offer(1.0, 2);
         assert_eq!(top.first(), 2);
         assert_eq!(top.hits(&[2, u32::MAX]), [1, 1, 1]);
+    }
+
+    /// A wider top keeps as many as it holds, in the same order as a Top5 of the same offers.
+    #[test]
+    fn a_wider_top_agrees_with_top5_on_its_first_five() {
+        let (mut wide, mut five) = (Top::<8>::EMPTY, Top5::EMPTY);
+        for (i, z) in [0.3f32, 2.0, -1.0, 2.0, 0.7, 5.0, 0.1]
+            .into_iter()
+            .enumerate()
+        {
+            wide.offer(z, i as u32);
+            five.offer(z, i as u32);
+        }
+        assert_eq!(wide.pairs().len(), 7);
+        assert_eq!(wide.last(), f32::NEG_INFINITY);
+        assert_eq!(Top5::from_ranked(wide.pairs()), five);
+        assert_eq!(wide.pairs()[6], (-1.0, 2));
     }
 }

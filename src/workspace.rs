@@ -27,6 +27,9 @@ pub(crate) struct SampleState {
     /// The sample's labels among this rank's outputs, as ids of its slice of the output
     /// layer (all of them, unchanged, with one rank).
     pub(crate) labels: Vec<u32>,
+    /// The outputs a wide head learns on for this training sample: its best active outputs
+    /// and its labels (empty without a wide head).
+    pub(crate) shortlist: Vec<u32>,
 }
 
 /// The buffers a [`Network`]'s training steps and evaluations work in: per-sample traces,
@@ -42,6 +45,8 @@ pub struct Workspace {
     /// Per thread, one select scratch per layer.
     pub(crate) threads: Vec<Mutex<Vec<SelectScratch>>>,
     pub(crate) update: UpdateScratch,
+    /// One sample's wide-head updates, while they are applied.
+    pub(crate) wide_updates: Vec<crate::wide::WideUpdate>,
     /// The mean input of a layer over the latest batch (shared negatives' refresh).
     pub(crate) mean: Vec<f32>,
     /// The latest batch's labels (candidates for the shared negatives).

@@ -16,7 +16,8 @@ use crate::kernels::kernels;
 use crate::layer::{Mode, WeightLayout};
 use crate::network::Network;
 use crate::stats::{EvalStats, Recall};
-use crate::top5::Top5;
+use crate::top5::{Top, Top5};
+use crate::wide::MAX_SHORTLIST;
 use crate::workspace::{Workspace, layer_input};
 
 /// Samples an evaluation pass holds at once: the output weights are read once per block, so
@@ -151,7 +152,7 @@ impl Network {
             && output.layout() == WeightLayout::NeuronMajor
     }
 
-    /// The 5 best outputs of each sample of `block`: every output scored
+    /// The 5 best outputs of each sample of `block` (re-ranked by the wide head, if any): every output scored
     /// ([`Self::best_outputs`]) when `scores_all`, else those of the sampled output layer.
     fn block_tops(
         &self,
@@ -165,14 +166,44 @@ impl Network {
         let pooled = self.pooled(options);
         // Both score the output layer for the block at once, after the hidden layers.
         self.run_batch(ws, data, block, options.pass(), first, scores_all || pooled)?;
-        let tops = if scores_all {
-            self.best_outputs(ws, data, block, options.precision)
-        } else if pooled {
-            self.pooled_tops(ws, data, block, first, options)?
-        } else {
-            ws.batch().iter().map(|state| state.top).collect()
+        // A wide head re-ranks each sample's shortlist (the LSH pass did so per sample).
+        let tops = match (&self.wide, scores_all, pooled) {
+            (None, true, _) => self.best_outputs::<5>(ws, data, block, options.precision),
+            (None, false, true) => self.pooled_tops::<5>(ws, data, block, first, options)?,
+            (Some(_), true, _) => {
+                let best = self.best_outputs::<MAX_SHORTLIST>(ws, data, block, options.precision);
+                self.rerank(data, block, &best)
+            }
+            (Some(_), false, true) => {
+                let best = self.pooled_tops::<MAX_SHORTLIST>(ws, data, block, first, options)?;
+                self.rerank(data, block, &best)
+            }
+            (_, false, false) => ws.batch().iter().map(|state| state.top).collect(),
         };
         self.merge_ranks(ws, tops)
+    }
+
+    /// Each sample's 5 best after the wide head re-ranked the first
+    /// [`shortlist`](crate::WideConfig::shortlist) of its candidates (`best`, by logit).
+    fn rerank<const K: usize>(
+        &self,
+        data: &dyn Examples,
+        block: &[usize],
+        best: &[Top<K>],
+    ) -> Vec<Top5> {
+        let Some(wide) = &self.wide else {
+            return best.iter().map(|b| Top5::from_ranked(b.pairs())).collect();
+        };
+        let shortlist = wide.config().shortlist;
+        best.par_iter()
+            .zip(block)
+            .map(|(best, &sample)| {
+                let pairs = best.pairs();
+                let mut candidates = pairs[..shortlist.min(pairs.len())].to_vec();
+                wide.rerank(data.input(sample), &mut candidates);
+                Top5::from_ranked(&candidates)
+            })
+            .collect()
     }
 
     /// Each sample's best outputs over every rank, from each rank's best of its slice (as
@@ -209,19 +240,19 @@ impl Network {
         Ok(merged)
     }
 
-    /// The 5 highest output logits of each sample of `block` (whose hidden layers
+    /// The `K` highest output logits of each sample of `block` (whose hidden layers
     /// [`Self::run_batch`] has run into `ws`), every output neuron scored: the block's
     /// inputs as a dense matrix times each block of output rows, as one matrix product per
     /// block of rows (each row read once for all samples while it sits in cache), in
-    /// parallel over blocks of rows; a row's score joins a sample's top 5 only when it beats
-    /// the sample's 5th best, checked with one comparison.
-    fn best_outputs(
+    /// parallel over blocks of rows; a row's score joins a sample's top `K` only when it beats
+    /// the sample's `K`th best, checked with one comparison.
+    fn best_outputs<const K: usize>(
         &self,
         ws: &Workspace,
         data: &dyn Examples,
         block: &[usize],
         precision: EvalPrecision,
-    ) -> Vec<Top5> {
+    ) -> Vec<Top<K>> {
         const ROWS: usize = 256;
         let last = self.layers().len() - 1;
         let layer = &self.layers()[last];
@@ -242,7 +273,7 @@ impl Network {
                 || {
                     let wide = vec![0.0f32; if f32_rows.is_some() { 0 } else { ROWS * dim }];
                     (
-                        vec![Top5::EMPTY; n],
+                        vec![Top::<K>::EMPTY; n],
                         vec![0.0f32; n * ROWS],
                         Vec::new(),
                         wide,
@@ -270,9 +301,9 @@ impl Network {
                         // Runs of 16: the biases added and each score compared with the
                         // 5th best without branching (an OR of comparisons vectorises; a
                         // running maximum would not), then a run is looked into only if a
-                        // score would enter the top 5 (rare once it has filled).
+                        // score would enter the top `K` (rare once it has filled).
                         for (run, (z, b)) in z.chunks_mut(16).zip(bias.chunks(16)).enumerate() {
-                            let fifth = best.fifth();
+                            let fifth = best.last();
                             let mut enters = false;
                             for (z, &b) in z.iter_mut().zip(b) {
                                 *z += b;
@@ -282,7 +313,7 @@ impl Network {
                                 continue;
                             }
                             for (j, &z) in z.iter().enumerate() {
-                                if z >= best.fifth() {
+                                if z >= best.last() {
                                     best.offer(z, (first + run * 16 + j) as u32);
                                 }
                             }
@@ -293,7 +324,7 @@ impl Network {
             )
             .map(|(best, _, _, _)| best)
             .reduce(
-                || vec![Top5::EMPTY; n],
+                || vec![Top::<K>::EMPTY; n],
                 |mut a, b| {
                     for (a, b) in a.iter_mut().zip(&b) {
                         a.merge(b);

@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::kernels::kernels;
 use crate::layer::SparseLayer;
 use crate::network::Network;
-use crate::top5::Top5;
+use crate::top5::Top;
 use crate::workspace::{Workspace, layer_input};
 use slide_lsh::Vector;
 
@@ -42,14 +42,14 @@ impl Network {
     /// outputs that score high for every input), and their picks in the pool are not scored
     /// twice; `options.picks` says how many picks each scores. Samples draw their random numbers from the streams of their positions,
     /// `first` on.
-    pub(super) fn pooled_tops(
+    pub(super) fn pooled_tops<const K: usize>(
         &self,
         ws: &mut Workspace,
         data: &dyn Examples,
         block: &[usize],
         first: usize,
         options: &super::EvalOptions,
-    ) -> Result<Vec<Top5>> {
+    ) -> Result<Vec<Top<K>>> {
         debug_assert!(block.len() <= POOL_GROUP);
         let last = self.layers().len() - 1;
         let layer = &self.layers()[last];
@@ -100,15 +100,20 @@ fn best_for_mean(layer: &SparseLayer, mean: &[f32], pool: usize) -> Vec<u32> {
     order
 }
 
-/// The 5 best of the rows `ids` of `layer` for each of the `n` samples of `x` (row-major,
+/// The `K` best of the rows `ids` of `layer` for each of the `n` samples of `x` (row-major,
 /// `layer.in_dim()` values each), by logit.
-fn score_rows(layer: &SparseLayer, x: &[f32], n: usize, ids: &[u32]) -> Vec<Top5> {
+fn score_rows<const K: usize>(
+    layer: &SparseLayer,
+    x: &[f32],
+    n: usize,
+    ids: &[u32],
+) -> Vec<Top<K>> {
     let dim = layer.in_dim();
     ids.par_chunks(ROWS)
         .fold(
             || {
                 (
-                    vec![Top5::EMPTY; n],
+                    vec![Top::<K>::EMPTY; n],
                     vec![0.0f32; ROWS * dim],
                     vec![0.0f32; n * ROWS],
                 )
@@ -122,7 +127,7 @@ fn score_rows(layer: &SparseLayer, x: &[f32], n: usize, ids: &[u32]) -> Vec<Top5
                 for (best, z) in best.iter_mut().zip(scores.chunks_exact(rows)) {
                     for (&id, &z) in chunk.iter().zip(z) {
                         let z = z + layer.biases()[id as usize];
-                        if z >= best.fifth() {
+                        if z >= best.last() {
                             best.offer(z, id);
                         }
                     }
@@ -132,7 +137,7 @@ fn score_rows(layer: &SparseLayer, x: &[f32], n: usize, ids: &[u32]) -> Vec<Top5
         )
         .map(|(best, _, _)| best)
         .reduce(
-            || vec![Top5::EMPTY; n],
+            || vec![Top::<K>::EMPTY; n],
             |mut a, b| {
                 for (a, b) in a.iter_mut().zip(&b) {
                     a.merge(b);

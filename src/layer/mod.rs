@@ -72,8 +72,8 @@ pub(crate) use lsh_state::LshState;
 pub use negatives::Negatives;
 pub(crate) use ranking::{rank_key, ranks_before};
 pub use retrieval::Retrieval;
-pub(crate) use state::MemorySource;
 pub use state::{Elem, LayerState, StateSource, StateTensor};
+pub(crate) use state::{MemorySource, read_f32s, write_rows};
 use trace::QueryBuffers;
 pub use trace::{LayerBatch, LayerTrace, SelectScratch};
 

@@ -5,6 +5,8 @@
 
 mod stream;
 
+pub(crate) use stream::{read_f32s, write_rows};
+
 use super::SparseLayer;
 use super::config::{M, V, WEIGHTS};
 

@@ -13,7 +13,8 @@ use crate::layer::Activation;
 use crate::layer::{Mode, SelectScratch, SparseLayer, sample_rng};
 use crate::loss::output_loss;
 use crate::stats::PhaseTimes;
-use crate::top5::Top5;
+use crate::top5::{Top, Top5};
+use crate::wide::{MAX_SHORTLIST, WideHead};
 use crate::workspace::{SampleState, layer_input};
 
 /// How a batch's samples are run.
@@ -30,6 +31,9 @@ pub(crate) struct Pass<'a> {
     pub(crate) num_labels: usize,
     /// Whether the output layer is split between ranks.
     pub(crate) sharded: bool,
+    /// The network's wide head, which re-ranks (evaluation) or learns on (training) each
+    /// sample's shortlist; never with `sharded`.
+    pub(crate) wide: Option<&'a WideHead>,
 }
 
 impl Pass<'_> {
@@ -48,6 +52,15 @@ impl Pass<'_> {
             return Ok(());
         }
         let output = &state.traces[self.layers.len() - 1];
+        if let Some(wide) = self.wide {
+            let activation = self.layers[self.layers.len() - 1].activation();
+            let best = self.best_active::<MAX_SHORTLIST>(output, |p| logit_of(activation, p));
+            let pairs = best.pairs();
+            let mut candidates = pairs[..wide.config().shortlist.min(pairs.len())].to_vec();
+            wide.rerank(self.data.input(sample), &mut candidates);
+            state.top = Top5::from_ranked(&candidates);
+            return Ok(());
+        }
         let (max, sum) = output.softmax;
         // Sigmoid outputs compare across ranks as they are; a rank's softmax, by logit.
         let by_logit =
@@ -77,10 +90,25 @@ impl Pass<'_> {
             labels,
             loss,
             macs,
+            shortlist,
             ..
         } = state;
         let output = &mut traces[last];
         let activation = self.layers[last].activation();
+        shortlist.clear();
+        if let Some(wide) = self.wide {
+            // The outputs the wide head learns on: the best active ones (by probability,
+            // which ranks as the logit does) and the labels.
+            let best = self.best_active::<MAX_SHORTLIST>(output, |p| p);
+            let pairs = best.pairs();
+            let take = wide.config().shortlist.min(pairs.len());
+            shortlist.extend(pairs[..take].iter().map(|&(_, id)| id));
+            for &label in self.data.labels(sample) {
+                if !shortlist.contains(&label) {
+                    shortlist.push(label);
+                }
+            }
+        }
         if self.sharded && activation == Activation::Softmax {
             // This rank's probabilities were normalised over its own active outputs.
             let ((max, sum), (global_max, global_sum)) = (output.softmax, normaliser);
@@ -96,6 +124,19 @@ impl Pass<'_> {
             prev.delta = delta;
         }
         state.times.backward += started.elapsed();
+    }
+
+    /// The `K` best of `output`'s active outputs, each ranked by `score` of its value.
+    fn best_active<const K: usize>(
+        &self,
+        output: &crate::layer::LayerTrace,
+        score: impl Fn(f32) -> f32,
+    ) -> Top<K> {
+        let mut best = Top::<K>::EMPTY;
+        for (p, &value) in output.outputs().iter().enumerate() {
+            best.offer(score(value), output.id(p));
+        }
+        best
     }
 
     /// Training, once the gradient on the output layer's input is summed over the ranks:
@@ -188,6 +229,18 @@ impl Pass<'_> {
             times.forward += selected.elapsed();
         }
         Ok(())
+    }
+}
+
+/// The logit of an output of `activation` whose value is `p`, up to a constant per sample
+/// (a softmax's `ln p`): what a wide head adds its scores to. Saturated values are clamped
+/// (a sigmoid's logit to about +-16, a softmax's `ln p` to about -87).
+fn logit_of(activation: Activation, p: f32) -> f32 {
+    let p = p.max(f32::MIN_POSITIVE);
+    if activation == Activation::Sigmoid {
+        (p / (1.0 - p).max(1e-7)).ln()
+    } else {
+        p.ln()
     }
 }
 

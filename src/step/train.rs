@@ -60,6 +60,7 @@ impl Network {
             stats.rows_touched.push(counts.rows);
             stats.multiply_adds += counts.multiply_adds;
         }
+        self.train_wide(ws, data, batch);
         stats.times.update = started.elapsed();
         let rebuild = self.advance_step();
         let started = Instant::now();
@@ -72,6 +73,24 @@ impl Network {
             stats.rebuilt = true;
         }
         Ok(())
+    }
+
+    /// The wide head's step, if there is one: each sample of the batch in turn scores its
+    /// shortlist with the weights as the samples before it left them and takes one SGD
+    /// step on it (plain per-sample SGD, as a linear model is trained; one thread, in batch
+    /// order, so the result does not depend on the thread count).
+    fn train_wide(&mut self, ws: &mut Workspace, data: &dyn Examples, batch: &[usize]) {
+        let lr = self.wide_lr();
+        let Some(wide) = self.wide.as_mut() else {
+            return;
+        };
+        let updates = &mut ws.wide_updates;
+        for (state, &sample) in ws.states[..ws.batch_len].iter().zip(batch) {
+            updates.clear();
+            let input = data.input(sample);
+            wide.gradients(input, &state.shortlist, data.labels(sample), updates);
+            wide.apply(input, updates, lr);
+        }
     }
 
     /// Counts a step taken; returns whether the tables are due for a rebuild (which moves

@@ -283,7 +283,7 @@ impl SparseLayer {
 
 /// Passes the values of `rows`, one after another, to `sink` as little-endian bytes, in
 /// pieces of at most [`PIECE`] bytes.
-fn write_rows<'a, T: Copy + 'a, E>(
+pub(crate) fn write_rows<'a, T: Copy + 'a, E>(
     rows: impl Iterator<Item = &'a [T]>,
     le: fn(T) -> [u8; 4],
     sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
@@ -395,7 +395,7 @@ fn read_u32s<S: StateSource + ?Sized>(
     read_values(source, name, out, u32::from_le_bytes)
 }
 
-fn read_f32s<S: StateSource + ?Sized>(
+pub(crate) fn read_f32s<S: StateSource + ?Sized>(
     source: &mut S,
     name: &str,
     out: &mut [f32],

@@ -18,6 +18,7 @@ impl Config {
             adam: t.adam,
             rebuild: t.rebuild,
             seed: t.seed,
+            wide: self.network.wide,
         }
         .with_epoch_length(t.steps_per_epoch(train_samples))
     }

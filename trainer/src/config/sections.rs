@@ -87,6 +87,10 @@ pub struct NetworkSection {
     /// read; errors name the layer.
     #[serde(deserialize_with = "layers_in_place")]
     pub layers: Vec<LayerConfig>,
+    /// `[network.wide]`: the core's [`slide::WideConfig`] (`bits`, `lr`, `weight`,
+    /// `shortlist`), per-label linear classifiers on the input features that re-rank the
+    /// network's best outputs; absent: none.
+    pub wide: Option<slide::WideConfig>,
 }
 
 /// The layers of `[network]`, each read on its own so that an error names its place.

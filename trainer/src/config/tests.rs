@@ -555,7 +555,7 @@ fn keys_of<T: for<'de> serde::Deserialize<'de>>() -> Vec<&'static str> {
 
 /// Every key the other sections' types read is documented in configs/README.md (the
 /// `[train]` table is checked both ways above): `[data]`, `[[network.layers]]`,
-/// `[network.layers.lsh]` and its warm-up, `[log]`, `[checkpoint]`.
+/// `[network.layers.lsh]` and its warm-up, `[network.wide]`, `[log]`, `[checkpoint]`.
 #[test]
 fn configs_readme_names_every_key_of_every_section() {
     let readme =
@@ -592,6 +592,7 @@ fn configs_readme_names_every_key_of_every_section() {
         ("[[network.layers]]", keys_of::<slide::LayerConfig>()),
         ("[network.layers.lsh]", lsh_keys),
         ("[network.layers.lsh.warmup]", keys_of::<slide::Warmup>()),
+        ("[network.wide]", keys_of::<slide::WideConfig>()),
         ("[log]", keys_of::<LogConfig>()),
         ("[checkpoint]", keys_of::<CheckpointConfig>()),
     ];
@@ -606,4 +607,36 @@ fn configs_readme_names_every_key_of_every_section() {
             );
         }
     }
+}
+
+/// `[network.wide]` reaches the core's `WideConfig` with its defaults for the keys left out
+/// and into the network config; a value out of range is refused naming the key, and an
+/// unknown key by name.
+#[test]
+fn wide_keys_reach_the_core_type() {
+    let data = "[data]\nformat = \"xmc\"\ntrain = \"a\"\ntest = \"b\"\n\
+                [[network.layers]]\nsize = 4\nactivation = \"softmax\"\n";
+    let path = Path::new("wide.toml");
+    assert_eq!(parse(data, path, &[]).unwrap().network.wide, None);
+    let config = parse(
+        data,
+        path,
+        &["network.wide={ bits = 20, weight = 0.25 }".into()],
+    )
+    .unwrap();
+    let wide = slide::WideConfig {
+        bits: 20,
+        weight: 0.25,
+        ..slide::WideConfig::default()
+    };
+    assert_eq!(config.network.wide, Some(wide));
+    assert_eq!(config.network(10, 100).wide, Some(wide));
+    let message = |set: &str| format!("{:#}", parse(data, path, &[set.into()]).unwrap_err());
+    let bad = message("network.wide={ bits = 40 }");
+    assert!(
+        bad.contains("network.wide.bits: must be between 10 and 32"),
+        "{bad}"
+    );
+    let unknown = message("network.wide={ buckets = 20 }");
+    assert!(unknown.contains("buckets"), "{unknown}");
 }

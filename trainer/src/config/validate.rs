@@ -27,6 +27,12 @@ impl Config {
         if self.network.layers.is_empty() {
             bail!("network.layers: at least one layer is needed");
         }
+        if let Some(wide) = &self.network.wide {
+            wide.validate().map_err(|e| match e {
+                SlideError::InvalidConfig { what, reason } => anyhow!("network.{what}: {reason}"),
+                e => anyhow::Error::new(e),
+            })?;
+        }
         match self.data.format {
             DataFormat::Xmc | DataFormat::Libsvm => {
                 if self.data.train.is_none() || self.data.test.is_none() {

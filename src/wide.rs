@@ -115,10 +115,11 @@ impl WideHead {
     /// untrained head leaves the network's ranking as it is).
     pub fn new(config: WideConfig) -> Result<Self> {
         config.validate()?;
-        Ok(WideHead {
-            config,
-            table: vec![0.0; 1usize << config.bits],
-        })
+        // Random reads over tens of megabytes: huge pages spare most TLB misses. Written
+        // once, so that the pages are backed as huge ones (see `zeroed_huge`).
+        let mut table = crate::kernels::zeroed_huge(1usize << config.bits);
+        table.fill(0.0);
+        Ok(WideHead { config, table })
     }
 
     /// The settings.
@@ -203,6 +204,74 @@ impl WideHead {
                 let slot = self.slot(j, label);
                 self.table[slot] -= step * x;
             });
+        }
+    }
+
+    /// One training sample's SGD on its `shortlist` (with its `labels` among them), as
+    /// [`Self::gradients`] then [`Self::apply`] would do it, from the sample's nonzero
+    /// feature values `x` and the slots [`Self::slots`] gave for it (the slots can be
+    /// computed, and their lines fetched, ahead of time: a sample's reads are a few
+    /// thousand scattered floats). `updates` is scratch.
+    pub(crate) fn train_sample(
+        &mut self,
+        x: &[f32],
+        shortlist: &[u32],
+        labels: &[u32],
+        slots: &[u32],
+        lr: f32,
+        updates: &mut Vec<WideUpdate>,
+    ) {
+        let norm2: f32 = x.iter().map(|v| v * v).sum();
+        if norm2 == 0.0 {
+            return;
+        }
+        updates.clear();
+        for (k, (&id, slots)) in shortlist
+            .iter()
+            .zip(slots.chunks_exact(x.len()))
+            .enumerate()
+        {
+            let score: f32 = x
+                .iter()
+                .zip(slots)
+                .map(|(v, &s)| v * self.table[s as usize])
+                .sum();
+            let gradient = Self::hinge_gradient(score, labels.contains(&id));
+            if gradient != 0.0 {
+                updates.push((k as u32, gradient));
+            }
+        }
+        for &(k, gradient) in updates.iter() {
+            let step = lr * gradient / norm2;
+            let slots = &slots[k as usize * x.len()..][..x.len()];
+            for (v, &s) in x.iter().zip(slots) {
+                self.table[s as usize] -= step * v;
+            }
+        }
+    }
+
+    /// The slots of `input`'s nonzero features for each output of `shortlist`, output by
+    /// output, into `slots`, and the features' values into `x`.
+    pub(crate) fn slots(
+        &self,
+        input: Vector<'_>,
+        shortlist: &[u32],
+        x: &mut Vec<f32>,
+        slots: &mut Vec<u32>,
+    ) {
+        x.clear();
+        slots.clear();
+        input.for_each_nonzero(|_, v| x.push(v));
+        for &id in shortlist {
+            input.for_each_nonzero(|j, _| slots.push(self.slot(j, id) as u32));
+        }
+    }
+
+    /// Asks for the cache lines of `slots` ahead of their use (a hint only).
+    pub(crate) fn prefetch(&self, slots: &[u32]) {
+        for &s in slots {
+            let at = self.table[s as usize..].as_ptr().cast::<u8>();
+            crate::kernels::prefetch_bytes(at, 4);
         }
     }
 

@@ -32,6 +32,17 @@ pub(crate) struct SampleState {
     pub(crate) shortlist: Vec<u32>,
 }
 
+/// The buffers of a wide head's training step: a sample's feature values and slots, the
+/// next sample's (fetched ahead), and a sample's updates.
+#[derive(Debug, Default)]
+pub(crate) struct WideScratch {
+    pub(crate) x: Vec<f32>,
+    pub(crate) slots: Vec<u32>,
+    pub(crate) next_x: Vec<f32>,
+    pub(crate) next_slots: Vec<u32>,
+    pub(crate) updates: Vec<crate::wide::WideUpdate>,
+}
+
 /// The buffers a [`Network`]'s training steps and evaluations work in: per-sample traces,
 /// per-thread LSH query scratch and the update's grouping. Make one per network with
 /// [`Workspace::default`] and pass it to every call; its buffers keep their capacity, so
@@ -45,8 +56,8 @@ pub struct Workspace {
     /// Per thread, one select scratch per layer.
     pub(crate) threads: Vec<Mutex<Vec<SelectScratch>>>,
     pub(crate) update: UpdateScratch,
-    /// One sample's wide-head updates, while they are applied.
-    pub(crate) wide_updates: Vec<crate::wide::WideUpdate>,
+    /// The wide head's training buffers.
+    pub(crate) wide: WideScratch,
     /// The mean input of a layer over the latest batch (shared negatives' refresh).
     pub(crate) mean: Vec<f32>,
     /// The latest batch's labels (candidates for the shared negatives).

@@ -84,13 +84,40 @@ impl Network {
         let Some(wide) = self.wide.as_mut() else {
             return;
         };
-        let updates = &mut ws.wide_updates;
-        for (state, &sample) in ws.states[..ws.batch_len].iter().zip(batch) {
-            updates.clear();
-            let input = data.input(sample);
-            wide.gradients(input, &state.shortlist, data.labels(sample), updates);
-            wide.apply(input, updates, lr);
+        let scratch = &mut ws.wide;
+        let states = &ws.states[..ws.batch_len];
+        // Each sample's slots are computed and their lines fetched one sample ahead.
+        let (mut x, mut slots) = (
+            std::mem::take(&mut scratch.x),
+            std::mem::take(&mut scratch.slots),
+        );
+        if let (Some(state), Some(&sample)) = (states.first(), batch.first()) {
+            wide.slots(data.input(sample), &state.shortlist, &mut x, &mut slots);
         }
+        for (i, (state, &sample)) in states.iter().zip(batch).enumerate() {
+            if let (Some(next), Some(&next_sample)) = (states.get(i + 1), batch.get(i + 1)) {
+                let input = data.input(next_sample);
+                wide.slots(
+                    input,
+                    &next.shortlist,
+                    &mut scratch.next_x,
+                    &mut scratch.next_slots,
+                );
+                wide.prefetch(&scratch.next_slots);
+            }
+            let labels = data.labels(sample);
+            wide.train_sample(
+                &x,
+                &state.shortlist,
+                labels,
+                &slots,
+                lr,
+                &mut scratch.updates,
+            );
+            std::mem::swap(&mut x, &mut scratch.next_x);
+            std::mem::swap(&mut slots, &mut scratch.next_slots);
+        }
+        (scratch.x, scratch.slots) = (x, slots);
     }
 
     /// Counts a step taken; returns whether the tables are due for a rebuild (which moves

@@ -41,6 +41,15 @@ pub struct WideConfig {
     /// How many of a sample's best outputs (by the network's logit) the wide head scores
     /// and trains on, besides the sample's labels (default 32), between 5 and 64.
     pub shortlist: usize,
+    /// Epochs the head trains alone after the network's (`train.epochs`), the network and
+    /// its tables left as they are (default 0), at most 100. Their learning rate falls
+    /// linearly from `lr` to 0 over them. Each costs a forward pass per sample and the
+    /// head's steps, a fraction of a network epoch.
+    pub epochs: usize,
+    /// The value of a constant feature that every sample has (default 1), so that each
+    /// label's classifier has an intercept; 0: none. On deb-tags (2 head epochs, weight 4)
+    /// P@1 / P@5 0.8367 / 0.4559 without, 0.8393 / 0.4568 at 0.3, 0.8440 / 0.4590 at 1.
+    pub bias: f32,
 }
 
 impl Default for WideConfig {
@@ -50,6 +59,8 @@ impl Default for WideConfig {
             lr: 0.5,
             weight: 1.0,
             shortlist: 32,
+            epochs: 0,
+            bias: 1.0,
         }
     }
 }
@@ -59,7 +70,7 @@ pub const MAX_SHORTLIST: usize = 64;
 
 impl WideConfig {
     /// Checks the ranges: `bits` in 10..=32, `lr` in (0, 1], `weight` positive and finite,
-    /// `shortlist` in 5..=[`MAX_SHORTLIST`].
+    /// `shortlist` in 5..=[`MAX_SHORTLIST`], `epochs` at most 100, `bias` finite and at least 0.
     pub fn validate(&self) -> Result<()> {
         let fail = |key: &str, reason: String| Err(config_error(key, reason));
         if !(10..=32).contains(&self.bits) {
@@ -89,7 +100,23 @@ impl WideConfig {
                 ),
             );
         }
+        if !(self.bias.is_finite() && self.bias >= 0.0) {
+            return fail("wide.bias", format!("must be 0 or more, got {}", self.bias));
+        }
+        if self.epochs > 100 {
+            return fail(
+                "wide.epochs",
+                format!("must be at most 100, got {}", self.epochs),
+            );
+        }
         Ok(())
+    }
+
+    /// The head's learning rate for head-only step `k` of `steps` (counted from 0): `lr`
+    /// falling linearly to 0, `lr / steps` at the last step.
+    pub fn head_only_lr(&self, k: u64, steps: u64) -> f32 {
+        let left = steps.saturating_sub(k).max(1) as f64;
+        (f64::from(self.lr) * left / steps.max(1) as f64) as f32
     }
 
     /// Bytes the table takes.
@@ -141,16 +168,20 @@ impl WideHead {
     /// of the pair (odd 64-bit constants, the top `bits` bits of the product).
     #[inline]
     fn slot(&self, feature: usize, label: u32) -> usize {
-        let key = (feature as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            ^ u64::from(label).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-        (key.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> (64 - self.config.bits)) as usize
+        slot(self.config.bits, feature, label)
+    }
+
+    /// `f(j, x_j)` for each nonzero feature of `input`, then for the bias feature.
+    #[inline]
+    fn for_each_feature(&self, input: Vector<'_>, f: impl FnMut(usize, f32)) {
+        for_each_feature(input, self.config.bias, f);
     }
 
     /// `label`'s wide score for `input`: the sum over its nonzero features `j` of
-    /// `x_j * w(j, label)`.
+    /// `x_j * w(j, label)`, plus `bias * w(bias, label)`.
     pub fn score(&self, input: Vector<'_>, label: u32) -> f32 {
         let mut sum = 0.0f32;
-        input.for_each_nonzero(|j, x| sum += x * self.table[self.slot(j, label)]);
+        self.for_each_feature(input, |j, x| sum += x * self.table[self.slot(j, label)]);
         sum
     }
 
@@ -188,21 +219,22 @@ impl WideHead {
     }
 
     /// One SGD step for a sample's `updates` (from [`Self::gradients`]) at learning rate
-    /// `lr`: each label's weights of `input`'s features move by
-    /// `-lr * gradient * x_j / |x|^2`. Dividing by the input's squared norm (1 for the
-    /// unit-length tf-idf rows of extreme classification) moves a score by
-    /// `-lr * gradient` whatever the input's scale, so one rate serves any data.
+    /// `lr`: each label's weights of `input`'s features (the bias feature among them) move
+    /// by `-lr * gradient * x_j / |x|^2`. Dividing by the squared norm (the bias's square
+    /// included) moves a score by `-lr * gradient` whatever the input's scale, so one rate
+    /// serves any data.
     pub fn apply(&mut self, input: Vector<'_>, updates: &[WideUpdate], lr: f32) {
         let mut norm2 = 0.0f32;
-        input.for_each_nonzero(|_, x| norm2 += x * x);
+        self.for_each_feature(input, |_, x| norm2 += x * x);
         if norm2 == 0.0 {
             return;
         }
         for &(label, gradient) in updates {
             let step = lr * gradient / norm2;
-            input.for_each_nonzero(|j, x| {
-                let slot = self.slot(j, label);
-                self.table[slot] -= step * x;
+            let table = &mut self.table;
+            let (bits, bias) = (self.config.bits, self.config.bias);
+            for_each_feature(input, bias, |j, x| {
+                table[slot(bits, j, label)] -= step * x;
             });
         }
     }
@@ -211,7 +243,8 @@ impl WideHead {
     /// [`Self::gradients`] then [`Self::apply`] would do it, from the sample's nonzero
     /// feature values `x` and the slots [`Self::slots`] gave for it (the slots can be
     /// computed, and their lines fetched, ahead of time: a sample's reads are a few
-    /// thousand scattered floats). `updates` is scratch.
+    /// thousand scattered floats). `updates` is scratch. Returns the sum of the squared
+    /// hinge losses before the step.
     pub(crate) fn train_sample(
         &mut self,
         x: &[f32],
@@ -220,12 +253,13 @@ impl WideHead {
         slots: &[u32],
         lr: f32,
         updates: &mut Vec<WideUpdate>,
-    ) {
+    ) -> f32 {
         let norm2: f32 = x.iter().map(|v| v * v).sum();
         if norm2 == 0.0 {
-            return;
+            return 0.0;
         }
         updates.clear();
+        let mut loss = 0.0;
         for (k, (&id, slots)) in shortlist
             .iter()
             .zip(slots.chunks_exact(x.len()))
@@ -238,6 +272,8 @@ impl WideHead {
                 .sum();
             let gradient = Self::hinge_gradient(score, labels.contains(&id));
             if gradient != 0.0 {
+                // The gradient is -2 y m for the missed margin m.
+                loss += gradient * gradient / 4.0;
                 updates.push((k as u32, gradient));
             }
         }
@@ -248,6 +284,7 @@ impl WideHead {
                 self.table[s as usize] -= step * v;
             }
         }
+        loss
     }
 
     /// The slots of `input`'s nonzero features for each output of `shortlist`, output by
@@ -261,9 +298,9 @@ impl WideHead {
     ) {
         x.clear();
         slots.clear();
-        input.for_each_nonzero(|_, v| x.push(v));
+        self.for_each_feature(input, |_, v| x.push(v));
         for &id in shortlist {
-            input.for_each_nonzero(|j, _| slots.push(self.slot(j, id) as u32));
+            self.for_each_feature(input, |j, _| slots.push(self.slot(j, id) as u32));
         }
     }
 
@@ -294,143 +331,28 @@ impl WideHead {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The bias feature's index: one no input has.
+const BIAS_FEATURE: usize = usize::MAX;
 
-    fn sparse<'a>(indices: &'a [u32], values: &'a [f32]) -> Vector<'a> {
-        Vector::Sparse { indices, values }
-    }
+/// Where the weight of `feature` in `label`'s classifier lives in a table of `2^bits`: a
+/// multiplicative hash of the pair (odd 64-bit constants, the top `bits` bits of the
+/// product).
+#[inline]
+fn slot(bits: u32, feature: usize, label: u32) -> usize {
+    let key = (feature as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ u64::from(label).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    (key.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> (64 - bits)) as usize
+}
 
-    fn small() -> WideHead {
-        WideHead::new(WideConfig {
-            bits: 12,
-            ..WideConfig::default()
-        })
-        .unwrap()
-    }
-
-    #[test]
-    fn hinge_gradient_matches_central_differences() {
-        // d/ds max(0, 1 - y s)^2 = -2 y max(0, 1 - y s): checked on both sides of the
-        // margin for both signs of y, away from the kink at y s = 1.
-        let loss = |s: f32, y: f32| (1.0f32 - y * s).max(0.0).powi(2);
-        for &(s, positive) in &[(0.3f32, true), (-1.5, true), (0.2, false), (-0.4, false)] {
-            let y = if positive { 1.0 } else { -1.0 };
-            let h = 1e-3f32;
-            let numeric = (loss(s + h, y) - loss(s - h, y)) / (2.0 * h);
-            let analytic = WideHead::hinge_gradient(s, positive);
-            assert!(
-                (numeric - analytic).abs() < 1e-3,
-                "s {s} y {y}: {numeric} vs {analytic}"
-            );
-        }
-        assert_eq!(WideHead::hinge_gradient(1.5, true), 0.0);
-        assert_eq!(WideHead::hinge_gradient(-1.5, false), 0.0);
-    }
-
-    #[test]
-    fn an_sgd_step_lowers_the_loss_by_the_gradient_times_the_step() {
-        // For one label and lr small, the loss falls by about lr * g^2 (the step is
-        // -lr * g * x / |x|^2 in its weights, barring hash collisions, absent here, so the
-        // score moves by -lr * g).
-        let mut head = small();
-        let (indices, values) = ([3u32, 17, 40], [0.5f32, 0.25, 0.8]);
-        let x = sparse(&indices, &values);
-        let mut updates = Vec::new();
-        let before = head.gradients(x, &[7], &[7], &mut updates);
-        assert_eq!(before, 1.0, "zero weights: the margin is missed by 1");
-        assert_eq!(updates, vec![(7, -2.0)]);
-        let lr = 1e-3;
-        head.apply(x, &updates, lr);
-        assert!((head.score(x, 7) - lr * 2.0).abs() < 1e-6);
-        let after = head.gradients(x, &[7], &[7], &mut Vec::new());
-        let predicted = before - lr * 4.0;
-        assert!((after - predicted).abs() < 1e-5, "{after} vs {predicted}");
-    }
-
-    #[test]
-    fn training_separates_a_label_from_a_negative() {
-        // Two classifiers on the same features: the label's score rises above 1 and the
-        // negative's falls below -1 within a few dozen steps, and nothing else moves.
-        let mut head = small();
-        let (indices, values) = ([1u32, 2, 9], [0.6f32, 0.6, 0.5]);
-        let x = sparse(&indices, &values);
-        for _ in 0..50 {
-            let mut updates = Vec::new();
-            head.gradients(x, &[4, 5], &[4], &mut updates);
-            head.apply(x, &updates, 0.2);
-        }
-        assert!(head.score(x, 4) > 0.99 && head.score(x, 5) < -0.99);
-        let other = sparse(&[100], &[1.0]);
-        assert_eq!(head.score(other, 4), 0.0);
-        let moved = head.table().iter().filter(|&&w| w != 0.0).count();
-        assert_eq!(moved, 6, "3 features x 2 labels");
-    }
-
-    #[test]
-    fn rerank_orders_by_logit_plus_weighted_wide_score_ties_low_id_first() {
-        let mut head = small();
-        let (indices, values) = ([0u32], [1.0f32]);
-        let x = sparse(&indices, &values);
-        // Give output 9 a wide score of 2: with the default weight 1 it gains 2.
-        head.apply(x, &[(9, -2.0)], 1.0);
-        let mut candidates = [(3.0, 1), (2.5, 9), (2.0, 4), (2.0, 2)];
-        head.rerank(x, &mut candidates);
-        assert_eq!(candidates, [(4.5, 9), (3.0, 1), (2.0, 2), (2.0, 4)]);
-    }
-
-    #[test]
-    fn slots_spread_over_the_table() {
-        // 200 features x 50 labels into 4,096 slots: a uniform hash fills about
-        // 4096 * (1 - exp(-10000 / 4096)) = 3,742 of them; far fewer means clustering.
-        let head = small();
-        let mut used = vec![false; 1 << 12];
-        for j in 0..200 {
-            for l in 0..50 {
-                used[head.slot(j, l)] = true;
-            }
-        }
-        let filled = used.iter().filter(|&&u| u).count();
-        assert!((3600..=3900).contains(&filled), "{filled} slots");
-    }
-
-    #[test]
-    fn settings_out_of_range_are_refused_by_key() {
-        let bad = [
-            WideConfig {
-                bits: 9,
-                ..Default::default()
-            },
-            WideConfig {
-                lr: 0.0,
-                ..Default::default()
-            },
-            WideConfig {
-                lr: 1.5,
-                ..Default::default()
-            },
-            WideConfig {
-                weight: f32::NAN,
-                ..Default::default()
-            },
-            WideConfig {
-                shortlist: 65,
-                ..Default::default()
-            },
-        ];
-        let keys = [
-            "wide.bits",
-            "wide.lr",
-            "wide.lr",
-            "wide.weight",
-            "wide.shortlist",
-        ];
-        for (config, key) in bad.iter().zip(keys) {
-            let message = config.validate().unwrap_err().to_string();
-            assert!(message.contains(key), "{message}");
-        }
-        assert!(WideConfig::default().validate().is_ok());
-        assert_eq!(WideConfig::default().table_bytes(), 64 << 20);
+/// `f(j, x_j)` for each nonzero feature of `input`, then `f(BIAS_FEATURE, bias)` unless
+/// `bias` is 0.
+#[inline]
+fn for_each_feature(input: Vector<'_>, bias: f32, mut f: impl FnMut(usize, f32)) {
+    input.for_each_nonzero(&mut f);
+    if bias != 0.0 {
+        f(BIAS_FEATURE, bias);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -16,6 +16,7 @@ use crate::kernels::kernels;
 use crate::layer::{Mode, WeightLayout};
 use crate::network::Network;
 use crate::stats::{EvalStats, Recall};
+use crate::step::Reach;
 use crate::top5::{Top, Top5};
 use crate::wide::MAX_SHORTLIST;
 use crate::workspace::{Workspace, layer_input};
@@ -165,7 +166,12 @@ impl Network {
     ) -> Result<Vec<Top5>> {
         let pooled = self.pooled(options);
         // Both score the output layer for the block at once, after the hidden layers.
-        self.run_batch(ws, data, block, options.pass(), first, scores_all || pooled)?;
+        let reach = if scores_all || pooled {
+            Reach::Hidden
+        } else {
+            Reach::Output
+        };
+        self.run_batch(ws, data, block, options.pass(), first, reach)?;
         // A wide head re-ranks each sample's shortlist (the LSH pass did so per sample).
         let tops = match (&self.wide, scores_all, pooled) {
             (None, true, _) => self.best_outputs::<5>(ws, data, block, options.precision),
@@ -343,7 +349,7 @@ impl Network {
         sample: usize,
         mode: Mode,
     ) -> Result<Vec<(u32, f32)>> {
-        self.run_batch(ws, data, &[sample], mode, 0, false)?;
+        self.run_batch(ws, data, &[sample], mode, 0, Reach::Output)?;
         let trace = &ws.batch()[0].traces[self.layers().len() - 1];
         Ok(trace.ids().zip(trace.outputs().iter().copied()).collect())
     }
@@ -361,7 +367,7 @@ impl Network {
         batch: &[usize],
         top: usize,
     ) -> Result<Vec<Option<Recall>>> {
-        self.run_batch(ws, data, batch, Mode::Train, 0, false)?;
+        self.run_batch(ws, data, batch, Mode::Train, 0, Reach::Output)?;
         let states = ws.batch();
         let mut result = Vec::with_capacity(self.layers().len());
         for (l, layer) in self.layers().iter().enumerate() {

@@ -14,7 +14,7 @@ use crate::network::Network;
 use crate::top5::Top;
 use crate::workspace::{Workspace, layer_input, worker_scratch};
 
-use super::pass::{Pass, diverged};
+use super::pass::{Pass, Reach, diverged};
 
 /// Mixed into a sample's stream for the output layer's picks of a pooled evaluation.
 const POOL_PICKS_STREAM: u64 = 0x706f_6f6c;
@@ -73,7 +73,8 @@ impl Network {
             })
     }
 
-    /// Runs `pass` on every sample of `batch`, in parallel, into `ws`. Sample `batch[p]`
+    /// Runs every sample of `batch` in `mode` as far as `reach` says, in parallel, into
+    /// `ws`. Sample `batch[p]`
     /// draws its random numbers from the stream of position `first_position + p`. A
     /// training pass of a sharded network runs in three phases, the ranks exchanging
     /// between them: the forward passes; with every sample's softmax normaliser combined
@@ -87,7 +88,7 @@ impl Network {
         batch: &[usize],
         mode: Mode,
         first_position: usize,
-        hidden_only: bool,
+        reach: Reach,
     ) -> Result<()> {
         if batch.is_empty() {
             return Err(SlideError::EmptyBatch);
@@ -104,7 +105,7 @@ impl Network {
             layers: self.layers(),
             data,
             mode,
-            hidden_only,
+            reach,
             outputs: self.output_range(),
             num_labels: self.config().layers[last].out_dim,
             sharded: self.comm.size() > 1,
@@ -112,7 +113,7 @@ impl Network {
         };
         let step_seed = self.step_seed();
         let threads = &ws.threads;
-        let training = mode == Mode::Train && !hidden_only;
+        let training = mode == Mode::Train && reach == Reach::Backward;
         // With nothing to exchange, a sample's backward pass follows its forward pass on
         // the same thread, while its active rows are still in cache (10% of a step's
         // time at the Amazon-670K shape).

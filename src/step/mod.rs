@@ -10,3 +10,5 @@
 mod batch;
 mod pass;
 mod train;
+
+pub(crate) use pass::Reach;

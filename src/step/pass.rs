@@ -17,14 +17,27 @@ use crate::top5::{Top, Top5};
 use crate::wide::{MAX_SHORTLIST, WideHead};
 use crate::workspace::{SampleState, layer_input};
 
+/// How far a batch's passes go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// The forward pass up to the output layer (exact evaluation scores it for a block at
+    /// once).
+    Hidden,
+    /// The whole forward pass; in training mode with a wide head, also each sample's
+    /// shortlist.
+    Output,
+    /// The forward pass, the loss and the backward pass (training mode only).
+    Backward,
+}
+
 /// How a batch's samples are run.
 #[derive(Clone)]
 pub(crate) struct Pass<'a> {
     pub(crate) layers: &'a [SparseLayer],
     pub(crate) data: &'a dyn Examples,
     pub(crate) mode: Mode,
-    /// Stop before the output layer (exact evaluation scores it for a block at once).
-    pub(crate) hidden_only: bool,
+    /// How far each sample's pass goes.
+    pub(crate) reach: Reach,
     /// The outputs this rank holds, as ids of the whole output layer.
     pub(crate) outputs: Range<usize>,
     /// Outputs of the whole layer (labels must be below).
@@ -48,7 +61,11 @@ impl Pass<'_> {
         state: &mut SampleState,
     ) -> Result<()> {
         self.forward(sample, seed, scratch, state)?;
-        if self.hidden_only || self.mode == Mode::Train {
+        if self.reach == Reach::Hidden {
+            return Ok(());
+        }
+        if self.mode == Mode::Train {
+            self.fill_shortlist(sample, state);
             return Ok(());
         }
         let output = &state.traces[self.layers.len() - 1];
@@ -90,25 +107,10 @@ impl Pass<'_> {
             labels,
             loss,
             macs,
-            shortlist,
             ..
         } = state;
         let output = &mut traces[last];
         let activation = self.layers[last].activation();
-        shortlist.clear();
-        if let Some(wide) = self.wide {
-            // The outputs the wide head learns on: the best active ones (by probability,
-            // which ranks as the logit does) and the labels.
-            let best = self.best_active::<MAX_SHORTLIST>(output, |p| p);
-            let pairs = best.pairs();
-            let take = wide.config().shortlist.min(pairs.len());
-            shortlist.extend(pairs[..take].iter().map(|&(_, id)| id));
-            for &label in self.data.labels(sample) {
-                if !shortlist.contains(&label) {
-                    shortlist.push(label);
-                }
-            }
-        }
         if self.sharded && activation == Activation::Softmax {
             // This rank's probabilities were normalised over its own active outputs.
             let ((max, sum), (global_max, global_sum)) = (output.softmax, normaliser);
@@ -124,6 +126,27 @@ impl Pass<'_> {
             prev.delta = delta;
         }
         state.times.backward += started.elapsed();
+    }
+
+    /// With a wide head, the outputs it learns on for a training sample: the best of its
+    /// active outputs (by probability, which ranks as the logit does) and its labels, into
+    /// the sample's shortlist (left empty without a head).
+    fn fill_shortlist(&self, sample: usize, state: &mut SampleState) {
+        state.shortlist.clear();
+        let Some(wide) = self.wide else {
+            return;
+        };
+        let output = &state.traces[self.layers.len() - 1];
+        let best = self.best_active::<MAX_SHORTLIST>(output, |p| p);
+        let pairs = best.pairs();
+        let take = wide.config().shortlist.min(pairs.len());
+        let shortlist = &mut state.shortlist;
+        shortlist.extend(pairs[..take].iter().map(|&(_, id)| id));
+        for &label in self.data.labels(sample) {
+            if !shortlist.contains(&label) {
+                shortlist.push(label);
+            }
+        }
     }
 
     /// The `K` best of `output`'s active outputs, each ranked by `score` of its value.
@@ -158,7 +181,7 @@ impl Pass<'_> {
     }
 
     /// Checks the sample and runs its forward pass through every layer (but the output
-    /// layer with `hidden_only`).
+    /// layer with [`Reach::Hidden`]).
     fn forward(
         &self,
         sample: usize,
@@ -200,7 +223,11 @@ impl Pass<'_> {
         traces.resize_with(self.layers.len(), Default::default);
         *macs = 0;
         *times = PhaseTimes::default();
-        let run = if self.hidden_only { last } else { last + 1 };
+        let run = if self.reach == Reach::Hidden {
+            last
+        } else {
+            last + 1
+        };
         for (l, layer) in self.layers.iter().enumerate().take(run) {
             let (below, here) = traces.split_at_mut(l);
             let x = layer_input(below, l, self.data, sample);

@@ -12,6 +12,8 @@ use crate::optimizer::LayerGradients;
 use crate::stats::{ActiveSources, PhaseTimes, StepStats};
 use crate::workspace::{NetworkBatch, SampleState, Workspace, layer_input};
 
+use super::Reach;
+
 impl Network {
     /// One training step on the samples `batch` of `data` (indices into it): the samples'
     /// forward and backward passes run in parallel, then every touched row gets one Adam
@@ -40,7 +42,7 @@ impl Network {
         stats: &mut StepStats,
     ) -> Result<()> {
         let sent = self.comm.bytes_sent();
-        self.run_batch(ws, data, batch, Mode::Train, 0, false)?;
+        self.run_batch(ws, data, batch, Mode::Train, 0, Reach::Backward)?;
         stats.bytes_sent = self.comm.bytes_sent() - sent;
         fill_batch_stats(self.layers(), ws.batch(), stats);
         let scale = 1.0 / batch.len() as f32;
@@ -60,7 +62,7 @@ impl Network {
             stats.rows_touched.push(counts.rows);
             stats.multiply_adds += counts.multiply_adds;
         }
-        self.train_wide(ws, data, batch);
+        self.train_wide(ws, data, batch, self.wide_lr());
         stats.times.update = started.elapsed();
         let rebuild = self.advance_step();
         let started = Instant::now();
@@ -75,15 +77,59 @@ impl Network {
         Ok(())
     }
 
-    /// The wide head's step, if there is one: each sample of the batch in turn scores its
-    /// shortlist with the weights as the samples before it left them and takes one SGD
-    /// step on it (plain per-sample SGD, as a linear model is trained; one thread, in batch
-    /// order, so the result does not depend on the thread count).
-    fn train_wide(&mut self, ws: &mut Workspace, data: &dyn Examples, batch: &[usize]) {
-        let lr = self.wide_lr();
+    /// A step of the wide head alone, at learning rate `lr` (in (0, 1], as
+    /// [`WideConfig::lr`](crate::WideConfig::lr)), the network left as it is: each sample
+    /// of `batch` runs its forward pass as in training (the tables pick its active outputs,
+    /// its labels forced in), and the head learns on its shortlist as in
+    /// [`train_step`](Self::train_step). The step is counted; the tables are not rebuilt.
+    /// The stats' loss is the head's: the mean over the samples of their shortlists'
+    /// summed squared hinge losses. Without a head, an error.
+    pub fn train_head_step(
+        &mut self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+        lr: f32,
+    ) -> Result<StepStats> {
+        if self.wide.is_none() {
+            return Err(crate::error::config_error(
+                "network.wide",
+                "a head-only step needs a wide head".to_string(),
+            ));
+        }
+        if !(lr > 0.0 && lr <= 1.0) {
+            return Err(crate::error::config_error(
+                "wide.lr",
+                format!("must be in (0, 1] (above 1 SGD diverges), got {lr}"),
+            ));
+        }
+        self.run_batch(ws, data, batch, Mode::Train, 0, Reach::Output)?;
+        let mut stats = StepStats::default();
+        fill_batch_stats(self.layers(), ws.batch(), &mut stats);
+        let started = Instant::now();
+        let loss = self.train_wide(ws, data, batch, lr);
+        stats.loss = loss / batch.len() as f64;
+        stats.times.update = started.elapsed();
+        self.schedule.step += 1;
+        Ok(stats)
+    }
+
+    /// The wide head's step, if there is one, at learning rate `lr`: each sample of the
+    /// batch in turn scores its shortlist with the weights as the samples before it left
+    /// them and takes one SGD step on it (plain per-sample SGD, as a linear model is
+    /// trained; one thread, in batch order, so the result does not depend on the thread
+    /// count). Returns the sum of the samples' squared hinge losses before their steps.
+    fn train_wide(
+        &mut self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+        lr: f32,
+    ) -> f64 {
         let Some(wide) = self.wide.as_mut() else {
-            return;
+            return 0.0;
         };
+        let mut loss = 0.0f64;
         let scratch = &mut ws.wide;
         let states = &ws.states[..ws.batch_len];
         // Each sample's slots are computed and their lines fetched one sample ahead.
@@ -106,18 +152,19 @@ impl Network {
                 wide.prefetch(&scratch.next_slots);
             }
             let labels = data.labels(sample);
-            wide.train_sample(
+            loss += f64::from(wide.train_sample(
                 &x,
                 &state.shortlist,
                 labels,
                 &slots,
                 lr,
                 &mut scratch.updates,
-            );
+            ));
             std::mem::swap(&mut x, &mut scratch.next_x);
             std::mem::swap(&mut slots, &mut scratch.next_slots);
         }
         (scratch.x, scratch.slots) = (x, slots);
+        loss
     }
 
     /// Counts a step taken; returns whether the tables are due for a rebuild (which moves
@@ -212,7 +259,7 @@ impl Network {
         data: &dyn Examples,
         batch: &[usize],
     ) -> Result<Vec<LayerGradients>> {
-        self.run_batch(ws, data, batch, Mode::Train, 0, false)?;
+        self.run_batch(ws, data, batch, Mode::Train, 0, Reach::Backward)?;
         let scale = 1.0 / batch.len() as f32;
         let mut result = Vec::with_capacity(self.layers().len());
         for (l, layer) in self.layers().iter().enumerate() {

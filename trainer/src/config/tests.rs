@@ -621,12 +621,13 @@ fn wide_keys_reach_the_core_type() {
     let config = parse(
         data,
         path,
-        &["network.wide={ bits = 20, weight = 0.25 }".into()],
+        &["network.wide={ bits = 20, weight = 0.25, epochs = 3 }".into()],
     )
     .unwrap();
     let wide = slide::WideConfig {
         bits: 20,
         weight: 0.25,
+        epochs: 3,
         ..slide::WideConfig::default()
     };
     assert_eq!(config.network.wide, Some(wide));
@@ -635,6 +636,16 @@ fn wide_keys_reach_the_core_type() {
     let bad = message("network.wide={ bits = 40 }");
     assert!(
         bad.contains("network.wide.bits: must be between 10 and 32"),
+        "{bad}"
+    );
+    let bad = message("network.wide={ bias = -1 }");
+    assert!(
+        bad.contains("network.wide.bias: must be 0 or more"),
+        "{bad}"
+    );
+    let bad = message("network.wide={ epochs = 101 }");
+    assert!(
+        bad.contains("network.wide.epochs: must be at most 100"),
         "{bad}"
     );
     let unknown = message("network.wide={ buckets = 20 }");

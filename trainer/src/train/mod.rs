@@ -1,13 +1,9 @@
 //! The training loop: epochs of shuffled batches, periodic evaluation, metrics, checkpoints,
 //! and a stop with a message when the loss diverges.
 
-use slide::lsh::mix64;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use anyhow::anyhow;
-use rand::rngs::Xoshiro256PlusPlus;
-use rand::{RngExt, SeedableRng};
 use slide::{EvalStats, Examples, Network, StepStats, Workspace};
 
 use crate::checkpoint::{self, Position};
@@ -21,12 +17,14 @@ pub(crate) mod prepare;
 mod ranks;
 mod report;
 mod saver;
+mod steps;
 
 pub use metrics::peak_resident_mib;
 use prepare::{Log, Prepared, prepare_loaded};
 use ranks::{newest_in, rank_folder, ranks_checkpoints};
 use report::Reporter;
 use saver::Saver;
+use steps::{head_step, shuffle, train_step};
 
 /// Trains as `config` says, writing metrics and checkpoints under `out`; continues from the
 /// checkpoint `resume` if given; `quiet` prints evaluations only. When `interrupt` becomes
@@ -118,10 +116,12 @@ pub fn train(
     let t = &config.train;
     // The schedule spans the configured epochs; `max_steps` only stops the run early, so a
     // run stopped by it and resumed takes the same learning rates as one never stopped.
-    let schedule_steps = t.steps_per_epoch(train.examples().len()) * t.epochs as u64;
+    let per_epoch = t.steps_per_epoch(train.examples().len());
+    let schedule_steps = per_epoch * t.epochs as u64;
+    let head_steps = per_epoch * net.wide().map_or(0, |w| w.config().epochs) as u64;
     let total_steps = match t.max_steps {
-        0 => schedule_steps,
-        max => schedule_steps.min(max),
+        0 => schedule_steps + head_steps,
+        max => (schedule_steps + head_steps).min(max),
     };
     let steps = (net.step(), total_steps);
     let mut report = Reporter::open(config, out, resume.is_some(), quiet, multi_label, steps)?;
@@ -135,6 +135,7 @@ pub fn train(
         saver,
     );
     run.schedule_steps = schedule_steps;
+    run.head_steps = head_steps;
     let (finished_at, interrupted) = run.epochs(start, interrupt)?;
     let Loop {
         net,
@@ -183,8 +184,10 @@ struct Loop<'a> {
     last_eval: Option<EvalStats>,
     /// The step of the latest checkpoint.
     saved_at: u64,
-    /// Steps the learning-rate schedule spans.
+    /// Steps the learning-rate schedule spans: the network's epochs.
     schedule_steps: u64,
+    /// Steps of the wide head's own epochs, after the network's.
+    head_steps: u64,
     /// A metrics record at least every this many steps.
     report_every: u64,
     /// Whether some layer samples by LSH (recall is probed), and whether the output layer
@@ -217,6 +220,7 @@ impl<'a> Loop<'a> {
             last_eval: None,
             saved_at,
             schedule_steps: 0,
+            head_steps: 0,
             report_every: (train.len() / config.train.batch_size / 10).max(1) as u64,
             sampled,
             output_sampled,
@@ -233,17 +237,31 @@ impl<'a> Loop<'a> {
         let t = &self.config.train;
         let mut order: Vec<usize> = (0..self.train.len()).collect();
         let mut finished_at = (start.epoch, start.batch);
-        for epoch in start.epoch..=t.epochs {
+        let head = self.net.wide().map(|w| *w.config());
+        let head_epochs = head.map_or(0, |h| h.epochs);
+        for epoch in start.epoch..=t.epochs + head_epochs {
             shuffle(&mut order, t.seed, epoch);
             let batches = order.chunks(t.batch_size);
             let count = batches.len();
             let skip = if epoch == start.epoch { start.batch } else { 0 };
             for (b, batch) in batches.enumerate().skip(skip) {
-                let lr =
-                    t.schedule
-                        .rate(t.adam.lr, self.net.step() + 1, self.schedule_steps, epoch);
                 let (net, ws, stats) = (&mut self.net, &mut self.ws, &mut self.stats);
-                train_step(net, ws, self.train, batch, lr, stats, self.saver.dir())?;
+                // After the network's epochs, the wide head's own (`network.wide.epochs`).
+                let lr = match head {
+                    Some(h) if epoch > t.epochs => {
+                        let k = net.step().saturating_sub(self.schedule_steps);
+                        let lr = h.head_only_lr(k, self.head_steps);
+                        head_step(net, ws, self.train, batch, lr, stats, self.saver.dir())?;
+                        0.0
+                    }
+                    _ => {
+                        let lr =
+                            t.schedule
+                                .rate(t.adam.lr, net.step() + 1, self.schedule_steps, epoch);
+                        train_step(net, ws, self.train, batch, lr, stats, self.saver.dir())?;
+                        lr
+                    }
+                };
                 self.report.add(&self.stats, batch.len());
                 finished_at = (epoch, b + 1);
                 match self.after_step(finished_at, b + 1 == count, lr, interrupt)? {
@@ -369,47 +387,6 @@ fn resumed(
         start.epoch
     );
     Ok(start)
-}
-
-/// `order` as the permutation of epoch `epoch`: it depends only on the seed and the epoch,
-/// so a resumed run replays it exactly.
-fn shuffle(order: &mut [usize], seed: u64, epoch: usize) {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix64(seed ^ mix64(epoch as u64)));
-    order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
-    for i in (1..order.len()).rev() {
-        order.swap(i, rng.random_range(0..=i));
-    }
-}
-
-/// One training step of `batch` at learning rate `lr`; a diverging step stops the run with
-/// a message naming the step and the checkpoint folder.
-fn train_step(
-    net: &mut Network,
-    ws: &mut slide::Workspace,
-    train: &dyn slide::Examples,
-    batch: &[usize],
-    lr: f32,
-    stats: &mut StepStats,
-    checkpoints: &Path,
-) -> Result<(), Failure> {
-    let this_step = net.step() + 1;
-    let diverged = |what: String| {
-        Failure::Training(anyhow!(
-            "step {this_step}: {what}; training stopped (lower train.lr?); the last good checkpoint is the newest in {}",
-            checkpoints.display()
-        ))
-    };
-    net.set_learning_rate(lr)
-        .map_err(|e| Failure::Training(e.into()))?;
-    match net.train_step_with(ws, train, batch, stats) {
-        Ok(()) => {}
-        Err(e @ slide::SlideError::Diverged { .. }) => return Err(diverged(e.to_string())),
-        Err(e) => return Err(Failure::Training(e.into())),
-    }
-    if !stats.loss.is_finite() {
-        return Err(diverged(format!("the loss is {}", stats.loss)));
-    }
-    Ok(())
 }
 
 /// The run's last line: steps, samples, time with and without evaluations, checkpoints,

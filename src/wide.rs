@@ -35,8 +35,11 @@ pub struct WideConfig {
     /// 0.6888 and 0.6885).
     pub lr: f32,
     /// A shortlisted output's final score is its logit plus `weight` times its wide score
-    /// (default 1; on deb-deps 0.25 / 0.5 / 1 / 2 gave P@1 0.6787 / 0.6856 / 0.6885 /
-    /// 0.6779).
+    /// (default 3). With the intercept (`bias = 1`), weights 1 / 2 / 3 / 4 / 6 gave P@1
+    /// 0.6852 / 0.6906 / 0.6908 / 0.6873 / 0.6826 on deb-deps and 0.8299 / 0.8396 /
+    /// 0.8435 / 0.8440 / 0.8450 on deb-tags (P@5 0.3612 / 0.3663 / 0.3668 / 0.3646 /
+    /// 0.3615 and 0.4457 / 0.4524 / 0.4552 / 0.4568 / 0.4571); without it, 1 was best on
+    /// deb-deps (0.6888).
     pub weight: f32,
     /// How many of a sample's best outputs (by the network's logit) the wide head scores
     /// and trains on, besides the sample's labels (default 32), between 5 and 64.
@@ -48,7 +51,8 @@ pub struct WideConfig {
     pub epochs: usize,
     /// The value of a constant feature that every sample has (default 1), so that each
     /// label's classifier has an intercept; 0: none. On deb-tags (2 head epochs, weight 4)
-    /// P@1 / P@5 0.8367 / 0.4559 without, 0.8393 / 0.4568 at 0.3, 0.8440 / 0.4590 at 1.
+    /// P@1 / P@5 0.8367 / 0.4559 without, 0.8393 / 0.4568 at 0.3, 0.8440 / 0.4590 at 1;
+    /// with it the head's scores bear a larger `weight`.
     pub bias: f32,
 }
 
@@ -57,7 +61,7 @@ impl Default for WideConfig {
         WideConfig {
             bits: 24,
             lr: 0.5,
-            weight: 1.0,
+            weight: 3.0,
             shortlist: 32,
             epochs: 0,
             bias: 1.0,

@@ -80,11 +80,11 @@ fn rerank_orders_by_logit_plus_weighted_wide_score_ties_low_id_first() {
     let mut head = small();
     let (indices, values) = ([0u32], [1.0f32]);
     let x = sparse(&indices, &values);
-    // Give output 9 a wide score of 2: with the default weight 1 it gains 2.
+    // Give output 9 a wide score of 2: with the default weight 3 it gains 6.
     head.apply(x, &[(9, -2.0)], 1.0);
     let mut candidates = [(3.0, 1), (2.5, 9), (2.0, 4), (2.0, 2)];
     head.rerank(x, &mut candidates);
-    assert_eq!(candidates, [(4.5, 9), (3.0, 1), (2.0, 2), (2.0, 4)]);
+    assert_eq!(candidates, [(8.5, 9), (3.0, 1), (2.0, 2), (2.0, 4)]);
 }
 
 #[test]

@@ -83,12 +83,7 @@ impl WideConfig {
                 format!("must be between 10 and 32, got {}", self.bits),
             );
         }
-        if !(self.lr > 0.0 && self.lr <= 1.0) {
-            return fail(
-                "wide.lr",
-                format!("must be in (0, 1] (above 1 SGD diverges), got {}", self.lr),
-            );
-        }
+        check_lr(self.lr)?;
         if !(self.weight.is_finite() && self.weight > 0.0) {
             return fail(
                 "wide.weight",
@@ -333,6 +328,18 @@ impl WideHead {
                 .then(a.1.cmp(&b.1))
         });
     }
+}
+
+/// Checks a learning rate of the head: in (0, 1] (above 1 SGD diverges), or an error
+/// naming `wide.lr`.
+pub(crate) fn check_lr(lr: f32) -> Result<()> {
+    if lr > 0.0 && lr <= 1.0 {
+        return Ok(());
+    }
+    Err(config_error(
+        "wide.lr",
+        format!("must be in (0, 1] (above 1 SGD diverges), got {lr}"),
+    ))
 }
 
 /// The bias feature's index: one no input has.

@@ -97,12 +97,7 @@ impl Network {
                 "a head-only step needs a wide head".to_string(),
             ));
         }
-        if !(lr > 0.0 && lr <= 1.0) {
-            return Err(crate::error::config_error(
-                "wide.lr",
-                format!("must be in (0, 1] (above 1 SGD diverges), got {lr}"),
-            ));
-        }
+        crate::wide::check_lr(lr)?;
         self.run_batch(ws, data, batch, Mode::Train, 0, Reach::Output)?;
         let mut stats = StepStats::default();
         fill_batch_stats(self.layers(), ws.batch(), &mut stats);

@@ -24,7 +24,7 @@ use prepare::{Log, Prepared, prepare_loaded};
 use ranks::{newest_in, rank_folder, ranks_checkpoints};
 use report::Reporter;
 use saver::Saver;
-use steps::{head_step, shuffle, train_step};
+use steps::{Rate, shuffle, train_step};
 
 /// Trains as `config` says, writing metrics and checkpoints under `out`; continues from the
 /// checkpoint `resume` if given; `quiet` prints evaluations only. When `interrupt` becomes
@@ -247,20 +247,23 @@ impl<'a> Loop<'a> {
             for (b, batch) in batches.enumerate().skip(skip) {
                 let (net, ws, stats) = (&mut self.net, &mut self.ws, &mut self.stats);
                 // After the network's epochs, the wide head's own (`network.wide.epochs`).
-                let lr = match head {
+                let rate = match head {
                     Some(h) if epoch > t.epochs => {
                         let k = net.step().saturating_sub(self.schedule_steps);
-                        let lr = h.head_only_lr(k, self.head_steps);
-                        head_step(net, ws, self.train, batch, lr, stats, self.saver.dir())?;
-                        0.0
+                        Rate::Head(h.head_only_lr(k, self.head_steps))
                     }
-                    _ => {
-                        let lr =
-                            t.schedule
-                                .rate(t.adam.lr, net.step() + 1, self.schedule_steps, epoch);
-                        train_step(net, ws, self.train, batch, lr, stats, self.saver.dir())?;
-                        lr
-                    }
+                    _ => Rate::Network(t.schedule.rate(
+                        t.adam.lr,
+                        net.step() + 1,
+                        self.schedule_steps,
+                        epoch,
+                    )),
+                };
+                train_step(net, ws, self.train, batch, rate, stats, self.saver.dir())?;
+                // The network's rate in the metrics; 0 while the head trains alone.
+                let lr = match rate {
+                    Rate::Network(lr) => lr,
+                    Rate::Head(_) => 0.0,
                 };
                 self.report.add(&self.stats, batch.len());
                 finished_at = (epoch, b + 1);

@@ -1,5 +1,5 @@
-//! The training loop's steps: the epochs' shuffles, a network step and a head-only step,
-//! each stopping the run with a message when it diverges.
+//! The training loop's steps: the epochs' shuffles, and a step of the network or of the
+//! wide head alone, stopping the run with a message when it diverges.
 
 use std::path::Path;
 
@@ -30,49 +30,50 @@ pub(super) fn shuffle(order: &mut [usize], seed: u64, epoch: usize) {
     }
 }
 
-/// One training step of `batch` at learning rate `lr`; a diverging step stops the run with
-/// a message naming the step and the checkpoint folder.
+/// What a step trains, at which learning rate.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Rate {
+    /// The network (and a wide head beside it), at Adam's rate.
+    Network(f32),
+    /// The wide head alone (`network.wide.epochs`), at its SGD rate.
+    Head(f32),
+}
+
+/// One training step of `batch` at `rate`; a diverging step (an error saying so, or a loss
+/// that is not finite) stops the run with a message naming the step, the rate to lower and
+/// the checkpoint folder.
 pub(super) fn train_step(
     net: &mut Network,
     ws: &mut slide::Workspace,
     train: &dyn slide::Examples,
     batch: &[usize],
-    lr: f32,
+    rate: Rate,
     stats: &mut StepStats,
     checkpoints: &Path,
 ) -> Result<(), Failure> {
     let this_step = net.step() + 1;
-    let diverged = |what: String| diverged(this_step, checkpoints, what, "train.lr");
-    net.set_learning_rate(lr)
-        .map_err(|e| Failure::Training(e.into()))?;
-    match net.train_step_with(ws, train, batch, stats) {
+    let (result, setting, loss) = match rate {
+        Rate::Network(lr) => {
+            net.set_learning_rate(lr)
+                .map_err(|e| Failure::Training(e.into()))?;
+            let result = net.train_step_with(ws, train, batch, stats);
+            (result, "train.lr", "the loss")
+        }
+        Rate::Head(lr) => {
+            let result = net
+                .train_head_step(ws, train, batch, lr)
+                .map(|head| *stats = head);
+            (result, "network.wide.lr", "the wide head's loss")
+        }
+    };
+    let diverged = |what: String| diverged(this_step, checkpoints, what, setting);
+    match result {
         Ok(()) => {}
         Err(e @ slide::SlideError::Diverged { .. }) => return Err(diverged(e.to_string())),
         Err(e) => return Err(Failure::Training(e.into())),
     }
     if !stats.loss.is_finite() {
-        return Err(diverged(format!("the loss is {}", stats.loss)));
-    }
-    Ok(())
-}
-
-/// One step of the wide head alone (`network.wide.epochs`), at its learning rate `lr`; a
-/// non-finite loss stops the run as [`train_step`] does.
-pub(super) fn head_step(
-    net: &mut Network,
-    ws: &mut slide::Workspace,
-    train: &dyn slide::Examples,
-    batch: &[usize],
-    lr: f32,
-    stats: &mut StepStats,
-    checkpoints: &Path,
-) -> Result<(), Failure> {
-    *stats = net
-        .train_head_step(ws, train, batch, lr)
-        .map_err(|e| Failure::Training(e.into()))?;
-    if !stats.loss.is_finite() {
-        let what = format!("the wide head's loss is {}", stats.loss);
-        return Err(diverged(net.step(), checkpoints, what, "network.wide.lr"));
+        return Err(diverged(format!("{loss} is {}", stats.loss)));
     }
     Ok(())
 }

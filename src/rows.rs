@@ -5,8 +5,7 @@ use std::marker::PhantomData;
 
 use rayon::prelude::*;
 
-use crate::kernels::ValuesMut;
-use crate::kernels::prefetch_bytes;
+use crate::kernels::{Ahead, ValuesMut};
 use crate::layer::{BlockLayout, Precision};
 
 /// One row of a layer's trainable state: weights, Adam moments (`stride` values each, f32
@@ -21,6 +20,9 @@ pub struct RowMut<'a> {
     pub v: ValuesMut<'a>,
     /// Updates the row has received.
     pub steps: &'a mut u32,
+    /// The block of the row handed out after this one by the same pass (nothing for the
+    /// last): a row kernel fetches it while it works on this row ([`Ahead`]).
+    pub ahead: Ahead,
 }
 
 /// A layer's row blocks (`rows` blocks of `[w | m | v]`, `stride` values each in the
@@ -80,15 +82,12 @@ unsafe impl Send for DisjointRows<'_> {}
 // SAFETY: as above: shared access to `DisjointRows` only ever yields disjoint rows.
 unsafe impl Sync for DisjointRows<'_> {}
 
-/// How many rows ahead `par_for_each` prefetches.
-const PREFETCH_DISTANCE: usize = 4;
-
 impl<'a> DisjointRows<'a> {
-    /// Hints the CPU to fetch row `r`'s block into cache. Never reads or writes the row.
+    /// Row `r`'s block as an [`Ahead`] (the address only: never read or written here).
     #[inline]
-    fn prefetch(&self, r: usize) {
+    fn ahead(&self, r: usize) -> Ahead {
         let block = self.params.wrapping_add(r * self.block());
-        prefetch_bytes(block.cast(), self.block() * std::mem::size_of::<f32>());
+        Ahead::new(block.cast(), self.block() * std::mem::size_of::<f32>())
     }
 
     /// Floats per row block.
@@ -151,10 +150,11 @@ impl<'a> DisjointRows<'a> {
             .enumerate()
             .for_each_init(init, |state, (k, &r)| {
                 // The rows are scattered over a large matrix, so each update waits on memory;
-                // ask for a block a few rows ahead (rayon hands each thread consecutive rows).
-                if let Some(&ahead) = rows.get(k + PREFETCH_DISTANCE) {
-                    this.prefetch(ahead as usize);
-                }
+                // the next row's block goes with this one, for the kernel to fetch while it
+                // works (rayon hands each thread consecutive rows).
+                let ahead = rows
+                    .get(k + 1)
+                    .map_or(Ahead::NONE, |&next| this.ahead(next as usize));
                 let start = r as usize * this.block();
                 // SAFETY: `r < this.rows`, so the block lies inside the borrowed buffer; rows are
                 // distinct (strictly increasing), so no two calls of this hand-out create
@@ -167,7 +167,17 @@ impl<'a> DisjointRows<'a> {
                     )
                 };
                 let [w, m, v] = this.layout.parts_mut(block);
-                f(state, k, RowMut { w, m, v, steps });
+                f(
+                    state,
+                    k,
+                    RowMut {
+                        w,
+                        m,
+                        v,
+                        steps,
+                        ahead,
+                    },
+                );
             });
     }
 }

@@ -1,7 +1,7 @@
 //! Every kernel variant the CPU supports against the scalar reference.
 
 use proptest::prelude::*;
-use slide::kernels::{AdamStep, SCALAR, ValuesMut, available, bf16, kernels};
+use slide::kernels::{AdamStep, Ahead, SCALAR, ValuesMut, available, bf16, kernels};
 
 fn vectors() -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
     (0usize..300).prop_flat_map(|n| {
@@ -81,7 +81,8 @@ proptest! {
     }
 
     /// The BF16-moment update is the same in every variant, to the bit (same operations in
-    /// the same order, same rounding bits), for any length (full 16-lane blocks and tails).
+    /// the same order, same rounding bits), for any length (full 16-lane blocks and tails),
+    /// whether or not the kernel is given a block to fetch meanwhile (a hint only).
     #[test]
     fn adam_bf16_matches_scalar_bit_for_bit(
         (g, w) in vectors(),
@@ -92,20 +93,23 @@ proptest! {
         let v0: Vec<u16> = g.iter().map(|x| bf16::from_f32_nearest(x * x * 0.7)).collect();
         let step = AdamStep::new(1e-2, 0.9, 0.999, 1e-8, t);
         let (mut rw, mut rm, mut rv) = (w.clone(), m0.clone(), v0.clone());
-        (SCALAR.adam_bf16)(ValuesMut::F32(&mut rw), &g, &mut rm, &mut rv, &step, seed);
+        (SCALAR.adam_bf16)(ValuesMut::F32(&mut rw), &g, &mut rm, &mut rv, &step, seed, Ahead::NONE);
         // BF16 weights too.
         let w16: Vec<u16> = w.iter().map(|&x| bf16::from_f32_nearest(x * 0.01)).collect();
         let (mut rw16, mut rm16, mut rv16) = (w16.clone(), m0.clone(), v0.clone());
-        (SCALAR.adam_bf16)(ValuesMut::Bf16(&mut rw16), &g, &mut rm16, &mut rv16, &step, seed);
+        (SCALAR.adam_bf16)(ValuesMut::Bf16(&mut rw16), &g, &mut rm16, &mut rv16, &step, seed, Ahead::NONE);
+        // Some other block for the kernels to fetch: 3 KB, or none for rows under 16 lanes.
+        let other = vec![0u8; 3072];
+        let ahead = if g.len() >= 16 { Ahead::new(other.as_ptr(), other.len()) } else { Ahead::NONE };
         for k in available() {
             let (mut kw, mut km, mut kv) = (w.clone(), m0.clone(), v0.clone());
-            (k.adam_bf16)(ValuesMut::F32(&mut kw), &g, &mut km, &mut kv, &step, seed);
+            (k.adam_bf16)(ValuesMut::F32(&mut kw), &g, &mut km, &mut kv, &step, seed, ahead);
             let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             prop_assert_eq!(bits(&kw), bits(&rw), "{} w", k.name);
             prop_assert_eq!(&km, &rm, "{} m", k.name);
             prop_assert_eq!(&kv, &rv, "{} v", k.name);
             let (mut kw, mut km, mut kv) = (w16.clone(), m0.clone(), v0.clone());
-            (k.adam_bf16)(ValuesMut::Bf16(&mut kw), &g, &mut km, &mut kv, &step, seed);
+            (k.adam_bf16)(ValuesMut::Bf16(&mut kw), &g, &mut km, &mut kv, &step, seed, ahead);
             prop_assert_eq!(&kw, &rw16, "{} BF16 w", k.name);
             prop_assert_eq!(&km, &rm16, "{} BF16-weight m", k.name);
             prop_assert_eq!(&kv, &rv16, "{} BF16-weight v", k.name);

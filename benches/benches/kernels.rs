@@ -3,7 +3,7 @@
 //! Run: `cargo bench -p slide-benches --bench kernels`
 
 use divan::{Bencher, black_box};
-use slide::kernels::{AdamStep, Kernels, ValuesMut, available};
+use slide::kernels::{AdamStep, Ahead, Kernels, ValuesMut, available};
 
 fn main() {
     divan::main();
@@ -75,7 +75,7 @@ fn adam_bf16_bench<const N: usize>(bencher: Bencher, name: &str, bf16_weights: b
             } else {
                 ValuesMut::F32(&mut w)
             };
-            (k.adam_bf16)(w, black_box(&g), &mut m, &mut v, &step, seed)
+            (k.adam_bf16)(w, black_box(&g), &mut m, &mut v, &step, seed, Ahead::NONE)
         });
 }
 

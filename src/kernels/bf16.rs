@@ -11,6 +11,7 @@
 //! literature on low-precision optimizer state rely on.
 
 use super::adam_step::AdamStep;
+use super::prefetch::Ahead;
 
 /// The f32 whose upper 16 bits are `b` (exact).
 #[inline]
@@ -211,7 +212,7 @@ pub fn axpy(alpha: f32, w: &[u16], y: &mut [f32]) {
 /// takes stream `i % LANES`'s next 32 bits (the lower 16 for `m`, the upper 16 for `v`)
 /// and, with BF16 weights, the lower 16 of the value after that for `w`; so they depend on
 /// `seed` alone, not on threads. Written as plain loops over fixed-size chunks, which the
-/// workspace's AVX2 baseline vectorises.
+/// workspace's AVX2 baseline vectorises. `ahead` is fetched a little per chunk (a hint).
 pub fn adam(
     mut w: ValuesMut<'_>,
     g: &[f32],
@@ -219,11 +220,14 @@ pub fn adam(
     v: &mut [u16],
     s: &AdamStep,
     seed: u32,
+    mut ahead: Ahead,
 ) {
     let n = w.len().min(g.len()).min(m.len()).min(v.len());
     let mut streams = seed_streams(seed);
     let full = n - n % LANES;
+    let per = ahead.per_step(full / LANES);
     for start in (0..full).step_by(LANES) {
+        ahead.fetch(per);
         let bits = next(&mut streams);
         let w_bits = weight_bits(&w, &mut streams);
         for k in 0..LANES {
@@ -231,6 +235,7 @@ pub fn adam(
             update(&mut w, i, g[i], &mut m[i], &mut v[i], s, bits[k], w_bits[k]);
         }
     }
+    ahead.finish();
     finish_tail(&mut w, full, n, g, m, v, s, &mut streams);
 }
 

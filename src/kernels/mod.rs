@@ -26,12 +26,14 @@ pub mod scores;
 pub mod x86_64;
 
 mod adam_step;
+mod prefetch;
 mod table;
 
 use std::sync::OnceLock;
 
 pub use adam_step::AdamStep;
 pub use bf16::{Values, ValuesMut};
+pub use prefetch::{Ahead, prefetch_bytes};
 pub use table::{AdamBf16Fn, AdamFn, Kernels};
 
 /// The scalar reference kernels.
@@ -157,27 +159,6 @@ pub fn pack_rows_bf16(_: &[f32], _: usize, _: usize, _: usize, _: &mut Vec<u32>)
 #[cfg(not(target_arch = "x86_64"))]
 pub fn scores_bf16(_: &[u32], _: usize, _: usize, _: &[u32], _: usize, _: &mut [f32]) {
     unreachable!("BF16 scoring needs x86-64")
-}
-
-/// Asks the CPU to start loading the cache lines of the `bytes` bytes from `start` into L1:
-/// a hint that reads nothing, cannot fault and changes no result (nothing on other
-/// architectures). A pointer rather than a slice, so that a row another thread may be
-/// writing can be named without a reference to it ([`DisjointRows`](crate::rows::DisjointRows)
-/// prefetches rows ahead of the ones it hands out).
-#[inline]
-pub fn prefetch_bytes(start: *const u8, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        for offset in (0..bytes).step_by(64) {
-            // SAFETY: a prefetch is only a hint: it never faults and has no effect on program
-            // state, whatever the address; `wrapping_add` forms the address without any
-            // access.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset).cast::<i8>()) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (start, bytes);
 }
 
 /// Bytes in a transparent huge page on x86-64 and most aarch64 Linux systems.

@@ -8,6 +8,7 @@ use wide::{f32x8, u16x8, u32x8};
 
 use super::adam_step::AdamStep;
 use super::bf16::{self, ValuesMut};
+use super::prefetch::Ahead;
 use super::scalar;
 
 #[inline]
@@ -163,6 +164,7 @@ pub fn adam_bf16(
     v: &mut [u16],
     s: &AdamStep,
     seed: u32,
+    mut ahead: Ahead,
 ) {
     let n = w.len().min(g.len()).min(m.len()).min(v.len());
     let lanes = bf16::seed_streams(seed);
@@ -176,7 +178,9 @@ pub fn adam_bf16(
         f32x8::splat(s.eps),
     );
     let full = n - n % bf16::LANES;
+    let per = ahead.per_step(full / bf16::LANES);
     for start in (0..full).step_by(bf16::LANES) {
+        ahead.fetch(per);
         let bits = streams.next();
         let w_bits = match w {
             ValuesMut::F32(_) => None,
@@ -203,6 +207,7 @@ pub fn adam_bf16(
             }
         }
     }
+    ahead.finish();
     let [low, high] = streams.0.map(u32x8::to_array);
     let mut rest: [u32; bf16::LANES] =
         std::array::from_fn(|k| if k < 8 { low[k] } else { high[k - 8] });

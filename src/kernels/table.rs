@@ -3,6 +3,7 @@
 
 use super::adam_step::AdamStep;
 use super::bf16::{Values, ValuesMut};
+use super::prefetch::Ahead;
 use super::scores;
 
 /// One set of kernel implementations.
@@ -54,5 +55,6 @@ impl Kernels {
 /// Signature of the Adam row kernel: `(w, g, m, v, step)`.
 pub type AdamFn = fn(&mut [f32], &[f32], &mut [f32], &mut [f32], &AdamStep);
 
-/// Signature of the BF16-moment Adam row kernel: `(w, g, m, v, step, seed)`.
-pub type AdamBf16Fn = fn(ValuesMut<'_>, &[f32], &mut [u16], &mut [u16], &AdamStep, u32);
+/// Signature of the BF16-moment Adam row kernel: `(w, g, m, v, step, seed, ahead)`, where
+/// `ahead` is the next row's block, fetched a little at each step of the kernel's loop.
+pub type AdamBf16Fn = fn(ValuesMut<'_>, &[f32], &mut [u16], &mut [u16], &AdamStep, u32, Ahead);

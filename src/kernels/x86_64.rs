@@ -5,6 +5,7 @@ use std::arch::x86_64::*;
 
 use super::adam_step::AdamStep;
 use super::bf16::{self, ValuesMut};
+use super::prefetch::Ahead;
 use super::scalar;
 use super::table::Kernels;
 
@@ -105,9 +106,17 @@ fn axpy_avx512(alpha: f32, x: &[f32], y: &mut [f32]) {
     }
 }
 
-fn adam_bf16(w: ValuesMut<'_>, g: &[f32], m: &mut [u16], v: &mut [u16], s: &AdamStep, seed: u32) {
+fn adam_bf16(
+    w: ValuesMut<'_>,
+    g: &[f32],
+    m: &mut [u16],
+    v: &mut [u16],
+    s: &AdamStep,
+    seed: u32,
+    ahead: Ahead,
+) {
     // SAFETY: reachable only through `AVX512`, handed out only on CPUs with AVX-512F.
-    unsafe { adam_bf16_avx512(w, g, m, v, s, seed) }
+    unsafe { adam_bf16_avx512(w, g, m, v, s, seed, ahead) }
 }
 
 /// [`bf16::adam`] 16 elements at a time, bit for bit: the same products and sums in the
@@ -120,9 +129,11 @@ fn adam_bf16_avx512(
     v: &mut [u16],
     s: &AdamStep,
     seed: u32,
+    mut ahead: Ahead,
 ) {
     let n = w.len().min(g.len()).min(m.len()).min(v.len());
     let full = n - n % bf16::LANES;
+    let per = ahead.per_step(full / bf16::LANES);
     let (b1, c1) = (_mm512_set1_ps(s.beta1), _mm512_set1_ps(1.0 - s.beta1));
     let (b2, c2) = (_mm512_set1_ps(s.beta2), _mm512_set1_ps(1.0 - s.beta2));
     let (step, inv, eps) = (
@@ -153,6 +164,7 @@ fn adam_bf16_avx512(
             _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(sum))
         };
         while i < full {
+            ahead.fetch(per);
             x = xorshift(x);
             let gi = _mm512_loadu_ps(pg.add(i));
             let mi = _mm512_add_ps(_mm512_mul_ps(b1, widen(pm.add(i))), _mm512_mul_ps(c1, gi));
@@ -179,6 +191,7 @@ fn adam_bf16_avx512(
             i += bf16::LANES;
         }
     }
+    ahead.finish();
     let mut streams = [0u32; bf16::LANES];
     // SAFETY: `streams` is 16 u32, one unaligned 512-bit store.
     unsafe { _mm512_storeu_si512(streams.as_mut_ptr().cast(), x) };

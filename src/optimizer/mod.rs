@@ -139,6 +139,9 @@ impl SparseLayer {
                 let step = adam.step(*row.steps);
                 match (row.w.first(row_len), row.m, row.v) {
                     (ValuesMut::F32(w), ValuesMut::F32(m), ValuesMut::F32(v)) => {
+                        // The f32 kernel takes no `Ahead`: the next block is asked for at once.
+                        let mut ahead = row.ahead;
+                        ahead.finish();
                         (kernels().adam)(w, g, &mut m[..row_len], &mut v[..row_len], &step)
                     }
                     (w, ValuesMut::Bf16(m), ValuesMut::Bf16(v)) => {
@@ -153,6 +156,7 @@ impl SparseLayer {
                             &mut v[..row_len],
                             &step,
                             seed,
+                            row.ahead,
                         );
                     }
                     _ => unreachable!("BF16 weights come with BF16 moments (DisjointRows::new)"),

@@ -71,7 +71,15 @@ fn the_bf16_update_follows_the_f32_one() {
     let s = AdamStep::new(1e-2, 0.9, 0.999, 1e-8, 7);
     let w0: Vec<f32> = (0..n).map(|i| i as f32 * 0.01).collect();
     let (mut w, mut m, mut v) = (w0.clone(), m0.clone(), v0.clone());
-    adam(ValuesMut::F32(&mut w), &g, &mut m, &mut v, &s, 12345);
+    adam(
+        ValuesMut::F32(&mut w),
+        &g,
+        &mut m,
+        &mut v,
+        &s,
+        12345,
+        Ahead::NONE,
+    );
     let mut fw = w0.clone();
     let mut fm: Vec<f32> = m0.iter().map(|&b| to_f32(b)).collect();
     let mut fv: Vec<f32> = v0.iter().map(|&b| to_f32(b)).collect();
@@ -96,6 +104,7 @@ fn the_bf16_update_follows_the_f32_one() {
             &mut v,
             &s,
             row_seed(0, u64::from(t)),
+            Ahead::NONE,
         );
     }
     assert!((to_f32(m[0]) - 0.99).abs() < 0.006, "m = {}", to_f32(m[0]));
@@ -117,12 +126,28 @@ fn bf16_weights_follow_the_f32_update() {
     );
     let mut fw: Vec<f32> = w0.iter().map(|&b| to_f32(b)).collect();
     let (mut fm, mut fv) = (m0.clone(), v0.clone());
-    adam(ValuesMut::F32(&mut fw), &g, &mut fm, &mut fv, &s, mix32(99));
+    adam(
+        ValuesMut::F32(&mut fw),
+        &g,
+        &mut fm,
+        &mut fv,
+        &s,
+        mix32(99),
+        Ahead::NONE,
+    );
     let draws = 2000u32;
     let mut mean = vec![0.0f64; n];
     for seed in 0..draws {
         let (mut w, mut m, mut v) = (w0.clone(), m0.clone(), v0.clone());
-        adam(ValuesMut::Bf16(&mut w), &g, &mut m, &mut v, &s, mix32(seed));
+        adam(
+            ValuesMut::Bf16(&mut w),
+            &g,
+            &mut m,
+            &mut v,
+            &s,
+            mix32(seed),
+            Ahead::NONE,
+        );
         if seed == 99 {
             // Moments: the first chunk draws the same bits as the f32-weight update of
             // the same seed (the weights' bits come after them); later chunks round

@@ -213,6 +213,11 @@ impl Network {
         (&mut self.layers, &mut self.adam)
     }
 
+    /// What a training step changes, borrowed apart: the layers, Adam and the wide head.
+    pub(crate) fn trainable(&mut self) -> (&mut [SparseLayer], &mut Adam, Option<&mut WideHead>) {
+        (&mut self.layers, &mut self.adam, self.wide.as_mut())
+    }
+
     /// Training steps taken.
     pub fn step(&self) -> u64 {
         self.schedule.step

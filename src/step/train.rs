@@ -10,7 +10,8 @@ use crate::layer::{Mode, SparseLayer};
 use crate::network::Network;
 use crate::optimizer::LayerGradients;
 use crate::stats::{ActiveSources, PhaseTimes, StepStats};
-use crate::workspace::{NetworkBatch, SampleState, Workspace, layer_input};
+use crate::wide::WideHead;
+use crate::workspace::{NetworkBatch, SampleState, WideScratch, Workspace, layer_input};
 
 use super::Reach;
 
@@ -48,21 +49,32 @@ impl Network {
         let scale = 1.0 / batch.len() as f32;
         let started = Instant::now();
         let taken = self.schedule.step + 1;
-        let (layers, adam) = self.layers_and_adam();
+        let wide_lr = self.wide_lr();
+        let (layers, adam, wide) = self.trainable();
         adam.set_steps(taken);
         let adam = &*adam;
-        for (l, layer) in layers.iter_mut().enumerate() {
-            let view = NetworkBatch {
-                states: &ws.states[..ws.batch_len],
-                layer: l,
-                data,
-                batch,
-            };
-            let counts = layer.apply_update(&view, scale, adam, &mut ws.update);
-            stats.rows_touched.push(counts.rows);
-            stats.multiply_adds += counts.multiply_adds;
-        }
-        self.train_wide(ws, data, batch, self.wide_lr());
+        let states = &ws.states[..ws.batch_len];
+        let (update, wide_scratch) = (&mut ws.update, &mut ws.wide);
+        // The wide head learns on one thread beside the layers' updates (disjoint state, each
+        // deterministic on its own): the other threads update rows meanwhile, and the
+        // head's thread joins them when it is done.
+        let (rows_touched, macs) = (&mut stats.rows_touched, &mut stats.multiply_adds);
+        rayon::join(
+            || {
+                for (l, layer) in layers.iter_mut().enumerate() {
+                    let view = NetworkBatch {
+                        states,
+                        layer: l,
+                        data,
+                        batch,
+                    };
+                    let counts = layer.apply_update(&view, scale, adam, update);
+                    rows_touched.push(counts.rows);
+                    *macs += counts.multiply_adds;
+                }
+            },
+            || wide.map(|w| train_wide(w, wide_scratch, states, data, batch, wide_lr)),
+        );
         stats.times.update = started.elapsed();
         let rebuild = self.advance_step();
         let started = Instant::now();
@@ -102,64 +114,14 @@ impl Network {
         let mut stats = StepStats::default();
         fill_batch_stats(self.layers(), ws.batch(), &mut stats);
         let started = Instant::now();
-        let loss = self.train_wide(ws, data, batch, lr);
+        let states = &ws.states[..ws.batch_len];
+        let loss = self.wide.as_mut().map_or(0.0, |wide| {
+            train_wide(wide, &mut ws.wide, states, data, batch, lr)
+        });
         stats.loss = loss / batch.len() as f64;
         stats.times.update = started.elapsed();
         self.schedule.step += 1;
         Ok(stats)
-    }
-
-    /// The wide head's step, if there is one, at learning rate `lr`: each sample of the
-    /// batch in turn scores its shortlist with the weights as the samples before it left
-    /// them and takes one SGD step on it (plain per-sample SGD, as a linear model is
-    /// trained; one thread, in batch order, so the result does not depend on the thread
-    /// count). Returns the sum of the samples' squared hinge losses before their steps.
-    fn train_wide(
-        &mut self,
-        ws: &mut Workspace,
-        data: &dyn Examples,
-        batch: &[usize],
-        lr: f32,
-    ) -> f64 {
-        let Some(wide) = self.wide.as_mut() else {
-            return 0.0;
-        };
-        let mut loss = 0.0f64;
-        let scratch = &mut ws.wide;
-        let states = &ws.states[..ws.batch_len];
-        // Each sample's slots are computed and their lines fetched one sample ahead.
-        let (mut x, mut slots) = (
-            std::mem::take(&mut scratch.x),
-            std::mem::take(&mut scratch.slots),
-        );
-        if let (Some(state), Some(&sample)) = (states.first(), batch.first()) {
-            wide.slots(data.input(sample), &state.shortlist, &mut x, &mut slots);
-        }
-        for (i, (state, &sample)) in states.iter().zip(batch).enumerate() {
-            if let (Some(next), Some(&next_sample)) = (states.get(i + 1), batch.get(i + 1)) {
-                let input = data.input(next_sample);
-                wide.slots(
-                    input,
-                    &next.shortlist,
-                    &mut scratch.next_x,
-                    &mut scratch.next_slots,
-                );
-                wide.prefetch(&scratch.next_slots);
-            }
-            let labels = data.labels(sample);
-            loss += f64::from(wide.train_sample(
-                &x,
-                &state.shortlist,
-                labels,
-                &slots,
-                lr,
-                &mut scratch.updates,
-            ));
-            std::mem::swap(&mut x, &mut scratch.next_x);
-            std::mem::swap(&mut slots, &mut scratch.next_slots);
-        }
-        (scratch.x, scratch.slots) = (x, slots);
-        loss
     }
 
     /// Counts a step taken; returns whether the tables are due for a rebuild (which moves
@@ -311,4 +273,53 @@ fn fill_batch_stats(layers: &[SparseLayer], states: &[SampleState], stats: &mut 
     for state in states {
         stats.times += state.times;
     }
+}
+
+/// The wide head's step at learning rate `lr`: each sample of the batch (`states` holds
+/// their passes) in turn scores its shortlist with the weights as the samples before it
+/// left them and takes one SGD step on it (plain per-sample SGD, as a linear model is
+/// trained; one thread, in batch order, so the result does not depend on the thread count).
+/// Returns the sum of the samples' squared hinge losses before their steps.
+fn train_wide(
+    wide: &mut WideHead,
+    scratch: &mut WideScratch,
+    states: &[SampleState],
+    data: &dyn Examples,
+    batch: &[usize],
+    lr: f32,
+) -> f64 {
+    let mut loss = 0.0f64;
+    // Each sample's slots are computed and their lines fetched one sample ahead.
+    let (mut x, mut slots) = (
+        std::mem::take(&mut scratch.x),
+        std::mem::take(&mut scratch.slots),
+    );
+    if let (Some(state), Some(&sample)) = (states.first(), batch.first()) {
+        wide.slots(data.input(sample), &state.shortlist, &mut x, &mut slots);
+    }
+    for (i, (state, &sample)) in states.iter().zip(batch).enumerate() {
+        if let (Some(next), Some(&next_sample)) = (states.get(i + 1), batch.get(i + 1)) {
+            let input = data.input(next_sample);
+            wide.slots(
+                input,
+                &next.shortlist,
+                &mut scratch.next_x,
+                &mut scratch.next_slots,
+            );
+            wide.prefetch(&scratch.next_slots);
+        }
+        let labels = data.labels(sample);
+        loss += f64::from(wide.train_sample(
+            &x,
+            &state.shortlist,
+            labels,
+            &slots,
+            lr,
+            &mut scratch.updates,
+        ));
+        std::mem::swap(&mut x, &mut scratch.next_x);
+        std::mem::swap(&mut slots, &mut scratch.next_slots);
+    }
+    (scratch.x, scratch.slots) = (x, slots);
+    loss
 }

@@ -158,8 +158,10 @@ def main():
                    'file name, with "+" and the --set overrides)')
     p.add_argument('--skip-omikuji', action='store_true')
     p.add_argument('--csv', default='benches/results/omikuji.csv')
-    p.add_argument('--plot', help='the PNG to draw (default: '
-                   'benches/results/omikuji-<the data folder\'s name>.png)')
+    p.add_argument('--plot', help='the PNG to draw (default: <the CSV\'s name>-<the data '
+                   'folder\'s name>.png beside the CSV, so a run with a CSV of its own does '
+                   'not overwrite the plots of others: benches/results/omikuji-deb-deps.png '
+                   'for the default CSV)')
     p.add_argument('--plot-only', action='store_true',
                    help='train nothing: draw the plot of the CSV\'s rows on --data')
     p.add_argument('--omikuji-child', nargs=4, metavar=('TRAIN', 'TEST', 'THREADS', 'OUT'),
@@ -297,7 +299,8 @@ def plot(a, folder):
         return
     labels = int(rows[0]['labels'])
     name = os.path.basename(os.path.normpath(folder))
-    target = a.plot or os.path.join(os.path.dirname(a.csv) or '.', f'omikuji-{name}.png')
+    stem = os.path.splitext(os.path.basename(a.csv))[0]
+    target = a.plot or os.path.join(os.path.dirname(a.csv) or '.', f'{stem}-{name}.png')
     fig, ax = plt.subplots(figsize=(7, 4.5))
     keys = dict.fromkeys((r['system'], r['setting'], r['kernels']) for r in rows)
     for colour, key in enumerate(keys):

@@ -208,11 +208,6 @@ impl Network {
         &mut self.layers[i]
     }
 
-    /// The layers and the optimizer, mutably, for the update.
-    pub(crate) fn layers_and_adam(&mut self) -> (&mut [SparseLayer], &mut Adam) {
-        (&mut self.layers, &mut self.adam)
-    }
-
     /// What a training step changes, borrowed apart: the layers, Adam and the wide head.
     pub(crate) fn trainable(&mut self) -> (&mut [SparseLayer], &mut Adam, Option<&mut WideHead>) {
         (&mut self.layers, &mut self.adam, self.wide.as_mut())

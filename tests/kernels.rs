@@ -98,9 +98,9 @@ proptest! {
         let w16: Vec<u16> = w.iter().map(|&x| bf16::from_f32_nearest(x * 0.01)).collect();
         let (mut rw16, mut rm16, mut rv16) = (w16.clone(), m0.clone(), v0.clone());
         (SCALAR.adam_bf16)(ValuesMut::Bf16(&mut rw16), &g, &mut rm16, &mut rv16, &step, seed, Ahead::NONE);
-        // Some other block for the kernels to fetch: 3 KB, or none for rows under 16 lanes.
+        // Some other block for the kernels to fetch: 3 KB.
         let other = vec![0u8; 3072];
-        let ahead = if g.len() >= 16 { Ahead::new(other.as_ptr(), other.len()) } else { Ahead::NONE };
+        let ahead = Ahead::new(other.as_ptr(), other.len());
         for k in available() {
             let (mut kw, mut km, mut kv) = (w.clone(), m0.clone(), v0.clone());
             (k.adam_bf16)(ValuesMut::F32(&mut kw), &g, &mut km, &mut kv, &step, seed, ahead);

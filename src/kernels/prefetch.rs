@@ -54,11 +54,14 @@ impl Ahead {
         }
     }
 
+    /// Bytes not yet fetched.
+    fn bytes_left(&self) -> usize {
+        (self.end as usize).saturating_sub(self.next as usize)
+    }
+
     /// Cache lines not yet fetched.
     pub fn lines(&self) -> usize {
-        (self.end as usize)
-            .saturating_sub(self.next as usize)
-            .div_ceil(LINE)
+        self.bytes_left().div_ceil(LINE)
     }
 
     /// Lines per step that fetch the rest in `steps` steps.
@@ -69,7 +72,7 @@ impl Ahead {
     /// Fetches the next `lines` lines (those left, if fewer).
     #[inline(always)]
     pub fn fetch(&mut self, lines: usize) {
-        let bytes = (lines * LINE).min((self.end as usize).saturating_sub(self.next as usize));
+        let bytes = (lines * LINE).min(self.bytes_left());
         prefetch_bytes(self.next, bytes);
         self.next = self.next.wrapping_add(bytes);
     }

@@ -129,7 +129,7 @@ impl Network {
     fn advance_step(&mut self) -> bool {
         let step = self.schedule.step + 1;
         self.schedule.step = step;
-        let (layers, _) = self.layers_and_adam();
+        let (layers, _, _) = self.trainable();
         layers.iter_mut().for_each(|l| l.set_steps_taken(step));
         let rebuild =
             step >= self.schedule.next_rebuild && self.layers().iter().any(SparseLayer::is_sampled);

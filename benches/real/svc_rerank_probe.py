@@ -14,6 +14,8 @@ cores); deb-deps' 37,929 would take hours this way.
         --network-top5 net.txt --shipped-top5 both.txt
 """
 import argparse
+import os
+import sys
 import time
 
 import numpy as np
@@ -22,40 +24,26 @@ from sklearn.multiclass import OneVsRestClassifier
 from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.svm import LinearSVC
 
+from wide_rerank_probe import read_top5, read_xmc
 
-def read_xmc(path):
-    """(CSR matrix of the features, label lists, label count) of an XMC file."""
-    rows, cols, vals, labels = [], [], [], []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'omikuji'))
+from compare import precision_at  # noqa: E402 (beside this probe's folder)
+
+
+def features(path):
+    """(CSR matrix of the features, label sets, label count) of an XMC file."""
+    feats, vals, labels, n_labels = read_xmc(path)
     with open(path) as f:
-        _, features, n_labels = map(int, f.readline().split())
-        for i, line in enumerate(f):
-            parts = line.split()
-            has_labels = bool(parts) and ':' not in parts[0]
-            labels.append([int(x) for x in parts[0].split(',')] if has_labels else [])
-            for t in parts[1:] if has_labels else parts:
-                j, v = t.split(':')
-                rows.append(i)
-                cols.append(int(j))
-                vals.append(float(v))
-    x = sp.csr_matrix((vals, (rows, cols)), shape=(len(labels), features))
-    return x, labels, n_labels
-
-
-def read_top5(path):
-    """Per line, the `(label, score)` pairs of `slide-train predict`'s `id:score` output."""
-    with open(path) as f:
-        return [[(int(a), float(b)) for a, b in (t.split(':') for t in line.split())]
-                for line in f]
+        width = int(f.readline().split()[1])
+    rows = np.repeat(np.arange(len(feats)), [len(f) for f in feats])
+    x = sp.csr_matrix((np.concatenate(vals), (rows, np.concatenate(feats))),
+                      shape=(len(feats), width))
+    return x, [set(y.tolist()) for y in labels], n_labels
 
 
 def precision(ranked, truth):
-    """P@1, P@3, P@5 of ranked label lists against the true label sets."""
-    sums = [0.0, 0.0, 0.0]
-    for ranks, labels in zip(ranked, truth):
-        labels = set(labels)
-        for i, k in enumerate((1, 3, 5)):
-            sums[i] += sum(1 for y in ranks[:k] if y in labels) / k
-    return [round(s / len(truth), 4) for s in sums]
+    """`precision_at`, rounded for printing."""
+    return [round(p, 4) for p in precision_at(ranked, truth)]
 
 
 def main():
@@ -65,8 +53,8 @@ def main():
     p.add_argument('--shipped-top5', required=True)
     p.add_argument('--threads', type=int, default=2)
     a = p.parse_args()
-    x_train, y_train, n_labels = read_xmc(f'{a.data}/train.txt')
-    x_test, y_test, _ = read_xmc(f'{a.data}/test.txt')
+    x_train, y_train, n_labels = features(f'{a.data}/train.txt')
+    x_test, y_test, _ = features(f'{a.data}/test.txt')
     targets = MultiLabelBinarizer(classes=list(range(n_labels))).fit_transform(y_train)
     started = time.time()
     svm = OneVsRestClassifier(LinearSVC(C=1.0, loss='squared_hinge'), n_jobs=a.threads)
@@ -74,12 +62,13 @@ def main():
     print(f'{n_labels} SVMs trained in {time.time() - started:.1f} s')
     scores = svm.decision_function(x_test)
     print('SVMs alone', precision([np.argsort(-s)[:5] for s in scores], y_test))
-    network, shipped = read_top5(a.network_top5), read_top5(a.shipped_top5)
-    print('network alone (top 5)', precision([[y for y, _ in r] for r in network], y_test))
-    print('shipped model (top 5)', precision([[y for y, _ in r] for r in shipped], y_test))
+    (ids, logits), (shipped, _) = read_top5(a.network_top5), read_top5(a.shipped_top5)
+    print('network alone (top 5)', precision(ids, y_test))
+    print('shipped model (top 5)', precision(shipped, y_test))
+    svm_of_ids = np.take_along_axis(scores, ids, axis=1)
     for beta in (1, 2, 3, 5, 10):
-        ranked = [[y for y, _ in sorted(r, key=lambda t: -(t[1] + beta * scores[i][t[0]]))]
-                  for i, r in enumerate(network)]
+        order = np.argsort(-(logits + beta * svm_of_ids), axis=1, kind='stable')
+        ranked = np.take_along_axis(ids, order, axis=1)
         print(f'network top 5 by logit + {beta} x SVM', precision(ranked, y_test))
 
 

@@ -2,7 +2,9 @@
 //! rebuild schedule and seed, checked before anything is allocated.
 
 use crate::error::{Result, config_error};
-use crate::layer::{Activation, BlockLayout, LayerConfig, LshConfig, Precision, WeightLayout};
+use crate::layer::{
+    Activation, BlockLayout, LayerConfig, LshConfig, Precision, SecondMoment, WeightLayout,
+};
 use crate::optimizer::AdamConfig;
 use crate::wide::WideConfig;
 
@@ -233,7 +235,7 @@ pub const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 impl NetworkConfig {
     /// Every setting as `(name, value)`, in a fixed order: `input_dim`, `seed`, then per
     /// layer `layers.I.out_dim`, `.activation`, `.layout`, `.init`, `.weights` and
-    /// `.moments` (if BF16) and, for sampled layers, the LSH settings as `.lsh.NAME` in the
+    /// `.moments` (if BF16), `.second_moment` (if per row) and, for sampled layers, the LSH settings as `.lsh.NAME` in the
     /// order [`LshConfig`] gives them (`family`, `params`, ..., each
     /// setting added later only when not its default), then `adam` and `rebuild`.
     /// Checkpoints record it, so a resume can name the settings that changed.
@@ -256,6 +258,9 @@ impl NetworkConfig {
             if l.moments != Precision::F32 {
                 put("moments", format!("{:?}", l.moments));
             }
+            if l.second_moment != SecondMoment::Element {
+                put("second_moment", format!("{:?}", l.second_moment));
+            }
             if let Some(lsh) = &l.lsh {
                 lsh.describe(&mut |key, value| put(&format!("lsh.{key}"), value));
             }
@@ -273,7 +278,8 @@ impl NetworkConfig {
     /// A stable hash of what a trained model's state depends on to be read back and
     /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
     /// each layer's size, activation, layout and LSH settings, and the wide head's size. Not the optimizer, the
-    /// rebuild schedule, the initialisation, the precision of weights and moments (a layer
+    /// rebuild schedule, the initialisation, the precision of weights and moments and the
+    /// second moment's form (a layer
     /// reads a state file's values in either precision) or the LSH settings that only shape
     /// training (the shared negatives' shift and refresh period, the exact-picks ablation,
     /// the warm-up).
@@ -286,6 +292,7 @@ impl NetworkConfig {
                     || key == "wide"
                     || key.ends_with(".init")
                     || key.ends_with(".moments")
+                    || key.ends_with(".second_moment")
                     || key.ends_with(".weights")
                     || key
                         .split_once(".lsh.")

@@ -30,6 +30,12 @@ fn architecture_hash_is_stable_and_ignores_training_settings() {
     trained_differently.layers[0].init = Init::FanIn;
     trained_differently.layers[1].moments = Precision::Bf16;
     trained_differently.layers[1].weights = Precision::Bf16;
+    trained_differently.layers[1].second_moment = SecondMoment::Row;
+    assert!(
+        trained_differently
+            .describe()
+            .contains(&("layers.1.second_moment".into(), "Row".into()))
+    );
     assert_eq!(
         trained_differently.architecture_hash(),
         base.architecture_hash()

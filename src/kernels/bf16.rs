@@ -239,6 +239,65 @@ pub fn adam(
     finish_tail(&mut w, full, n, g, m, v, s, &mut streams);
 }
 
+/// [`scalar::adam_row`](super::scalar::adam_row) on a row whose first moments, and possibly
+/// weights, are BF16: the stored values widened to f32, the new ones stored with stochastic
+/// rounding. The rounding bits come from [`LANES`] xorshift32 streams seeded from `seed`:
+/// element `i` takes stream `i % LANES`'s next 32 bits, the lower 16 for `m` and the upper
+/// 16 for BF16 weights. Plain loops over fixed-size chunks, one implementation for every
+/// kernel set, which the `x86-64-v3` baseline vectorises. `ahead` is fetched a little per
+/// chunk (a hint).
+pub fn adam_row(
+    mut w: ValuesMut<'_>,
+    g: &[f32],
+    m: &mut [u16],
+    beta1: f32,
+    scale: f32,
+    seed: u32,
+    mut ahead: Ahead,
+) {
+    let n = w.len().min(g.len()).min(m.len());
+    let mut streams = seed_streams(seed);
+    let full = n - n % LANES;
+    let per = ahead.per_step(full / LANES);
+    for start in (0..full).step_by(LANES) {
+        ahead.fetch(per);
+        let bits = next(&mut streams);
+        for (k, &b) in bits.iter().enumerate() {
+            let i = start + k;
+            row_update(&mut w, i, g[i], &mut m[i], beta1, scale, b);
+        }
+    }
+    ahead.finish();
+    if full < n {
+        let bits = next(&mut streams);
+        for (k, i) in (full..n).enumerate() {
+            row_update(&mut w, i, g[i], &mut m[i], beta1, scale, bits[k]);
+        }
+    }
+}
+
+/// Element `i` of [`adam_row`].
+#[inline(always)]
+pub(crate) fn row_update(
+    w: &mut ValuesMut<'_>,
+    i: usize,
+    g: f32,
+    m: &mut u16,
+    beta1: f32,
+    scale: f32,
+    bits: u32,
+) {
+    let mi = beta1 * to_f32(*m) + (1.0 - beta1) * g;
+    let delta = scale * mi;
+    match w {
+        ValuesMut::F32(w) => w[i] -= delta,
+        ValuesMut::Bf16(w) => {
+            w[i] = from_f32_stochastic(to_f32(w[i]) - delta, (bits >> 16) as u16);
+        }
+    }
+    *m = from_f32_stochastic(mi, bits as u16);
+}
+
 /// The xorshift32 streams of a row's update, seeded from `seed` (never zero, xorshift's one
 /// fixed point).
 #[inline]

@@ -34,7 +34,7 @@ use std::sync::OnceLock;
 pub use adam_step::AdamStep;
 pub use bf16::{Values, ValuesMut};
 pub use prefetch::{Ahead, prefetch_bytes};
-pub use table::{AdamBf16Fn, AdamFn, Kernels};
+pub use table::{AdamBf16Fn, AdamFn, AdamRowBf16Fn, Kernels};
 
 /// The scalar reference kernels.
 pub const SCALAR: Kernels = Kernels {
@@ -43,6 +43,7 @@ pub const SCALAR: Kernels = Kernels {
     axpy: scalar::axpy,
     adam: scalar::adam,
     adam_bf16: bf16::adam,
+    adam_row_bf16: bf16::adam_row,
     dot_bf16: bf16::dot,
     axpy_bf16: bf16::axpy,
     scores: scores::reference,
@@ -55,6 +56,7 @@ pub const PORTABLE: Kernels = Kernels {
     axpy: portable::axpy,
     adam: portable::adam,
     adam_bf16: portable::adam_bf16,
+    adam_row_bf16: portable::adam_row_bf16,
     dot_bf16: portable::dot_bf16,
     axpy_bf16: portable::axpy_bf16,
     scores: scores::portable,

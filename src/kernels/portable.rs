@@ -213,3 +213,56 @@ pub fn adam_bf16(
         std::array::from_fn(|k| if k < 8 { low[k] } else { high[k - 8] });
     bf16::finish_tail(&mut w, full, n, g, m, v, s, &mut rest);
 }
+
+/// [`bf16::adam_row`] eight elements at a time, bit for bit: the same products and sums in
+/// the same order (no fused multiply-adds), the same 16 xorshift streams, lane `k` of half
+/// `h` being stream `8 h + k`.
+pub fn adam_row_bf16(
+    mut w: ValuesMut<'_>,
+    g: &[f32],
+    m: &mut [u16],
+    beta1: f32,
+    scale: f32,
+    seed: u32,
+    mut ahead: Ahead,
+) {
+    let n = w.len().min(g.len()).min(m.len());
+    let lanes = bf16::seed_streams(seed);
+    let half = |h: usize| u32x8::new(std::array::from_fn(|k| lanes[8 * h + k]));
+    let mut streams = Streams([half(0), half(1)]);
+    let (b1, c1, scale8) = (
+        f32x8::splat(beta1),
+        f32x8::splat(1.0 - beta1),
+        f32x8::splat(scale),
+    );
+    let full = n - n % bf16::LANES;
+    let per = ahead.per_step(full / bf16::LANES);
+    for start in (0..full).step_by(bf16::LANES) {
+        ahead.fetch(per);
+        let bits = streams.next();
+        for h in 0..2 {
+            let i = start + 8 * h;
+            let mi = b1 * widen(&m[i..i + 8]) + c1 * load(&g[i..i + 8]);
+            let delta = scale8 * mi;
+            round_into(mi, bits[h], &mut m[i..i + 8]);
+            match &mut w {
+                ValuesMut::F32(w) => {
+                    let wi = load(&w[i..i + 8]) - delta;
+                    w[i..i + 8].copy_from_slice(&wi.to_array());
+                }
+                ValuesMut::Bf16(w) => {
+                    let wi = widen(&w[i..i + 8]) - delta;
+                    round_into(wi, bits[h] >> 16, &mut w[i..i + 8]);
+                }
+            }
+        }
+    }
+    ahead.finish();
+    if full < n {
+        let [low, high] = streams.next().map(u32x8::to_array);
+        for (k, i) in (full..n).enumerate() {
+            let bits = if k < 8 { low[k] } else { high[k - 8] };
+            bf16::row_update(&mut w, i, g[i], &mut m[i], beta1, scale, bits);
+        }
+    }
+}

@@ -77,6 +77,19 @@ impl Ahead {
         self.next = self.next.wrapping_add(bytes);
     }
 
+    /// Keeps the first `keep` bytes to fetch over the row's loop and fetches the line at
+    /// `keep` at once: for an update that reads, of its block's last part, only the first
+    /// value (a second moment per row).
+    #[must_use]
+    pub fn keep_then_line(mut self, keep: usize) -> Self {
+        let left = self.bytes_left();
+        if keep < left {
+            prefetch_bytes(self.next.wrapping_add(keep), LINE.min(left - keep));
+            self.end = self.next.wrapping_add(keep);
+        }
+        self
+    }
+
     /// Fetches every line left.
     pub fn finish(&mut self) {
         self.fetch(self.lines());

@@ -21,6 +21,9 @@ pub struct Kernels {
     /// Adam on one row with BF16 moments and f32 or BF16 weights, stochastically rounded
     /// ([`bf16::adam`](super::bf16::adam), the reference, bit for bit).
     pub adam_bf16: AdamBf16Fn,
+    /// Adam with a second moment per row on one row with BF16 first moments and f32 or BF16
+    /// weights ([`bf16::adam_row`](super::bf16::adam_row), the reference, bit for bit).
+    pub adam_row_bf16: AdamRowBf16Fn,
     /// [`bf16::dot`](super::bf16::dot): a BF16 row's dot product with f32 values.
     pub dot_bf16: fn(&[u16], &[f32]) -> f32,
     /// [`bf16::axpy`](super::bf16::axpy): `y[i] += alpha * w[i]` for a BF16 row `w`.
@@ -58,3 +61,7 @@ pub type AdamFn = fn(&mut [f32], &[f32], &mut [f32], &mut [f32], &AdamStep);
 /// Signature of the BF16-moment Adam row kernel: `(w, g, m, v, step, seed, ahead)`, where
 /// `ahead` is the next row's block, fetched a little at each step of the kernel's loop.
 pub type AdamBf16Fn = fn(ValuesMut<'_>, &[f32], &mut [u16], &mut [u16], &AdamStep, u32, Ahead);
+
+/// Signature of the per-row-second-moment row kernel: `(w, g, m, beta1, scale, seed,
+/// ahead)` ([`bf16::adam_row`](super::bf16::adam_row)).
+pub type AdamRowBf16Fn = fn(ValuesMut<'_>, &[f32], &mut [u16], f32, f32, u32, Ahead);

@@ -22,6 +22,8 @@ pub(super) const AVX512: Kernels = Kernels {
     axpy,
     adam: scalar::adam,
     adam_bf16,
+    // Memory-bound and without a square root per element: the 256-bit kernel.
+    adam_row_bf16: super::portable::adam_row_bf16,
     dot_bf16,
     axpy_bf16,
     scores: super::scores::gemm,

@@ -3,6 +3,33 @@
 
 use crate::kernels::{Values, ValuesMut};
 
+/// What Adam's second moment of a layer's weights is kept for: each weight, or each row.
+///
+/// With the `serde` feature it reads a config file's `second_moment = "element"` (the
+/// default) or `"row"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case")
+)]
+pub enum SecondMoment {
+    /// One per weight, as in Adam.
+    #[default]
+    Element,
+    /// One per row, the mean of the row's squared gradients (Adam's moving average of
+    /// it), as row-wise AdaGrad does for embedding tables (FBGEMM) and as Adafactor keeps
+    /// a row's statistics: every weight of a row is divided by the same root, the first
+    /// moments stay per weight. The row update then reads and writes the weights and the
+    /// first moments and one value of the second moments' part (its first: the others are
+    /// left as they are, so the row block and checkpoints keep their form): a third less
+    /// memory traffic in the update of a wide, sampled layer, whose random rows it is
+    /// bound by. For an output layer a row's gradient is `delta * h`, the same input `h`
+    /// for every row of a sample, so the weights of one row differ in scale by `h`, not by
+    /// the row. Measured in docs/performance.md, "A second moment per row".
+    Row,
+}
+
 /// How a layer stores its weights or their Adam moments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(
@@ -31,7 +58,7 @@ pub enum Precision {
 
 impl Precision {
     /// BF16 halves one stored value of this precision takes.
-    fn halves(self) -> usize {
+    pub(crate) fn halves(self) -> usize {
         match self {
             Precision::F32 => 2,
             Precision::Bf16 => 1,

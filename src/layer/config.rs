@@ -6,8 +6,8 @@ use rand::rngs::Xoshiro256PlusPlus;
 
 use crate::error::Result;
 
-pub use super::block::Precision;
 pub(crate) use super::block::{BlockLayout, M, V, WEIGHTS};
+pub use super::block::{Precision, SecondMoment};
 #[cfg(feature = "serde")]
 use super::lsh_config::LshSpec;
 pub use super::lsh_config::{DEFAULT_SHARED_REFRESH, LshConfig};
@@ -131,7 +131,7 @@ impl Init {
 ///
 /// With the `serde` feature it reads and writes the form of a config file's
 /// `[[network.layers]]`: `size` (the `out_dim`), `activation`, and optionally `layout`,
-/// `init`, `moments`, `weights` and an `lsh` table ([`LshConfig`]'s form, whose `k`, `l`,
+/// `init`, `moments`, `weights`, `second_moment` and an `lsh` table ([`LshConfig`]'s form, whose `k`, `l`,
 /// `range_pow` and `bucket_capacity` are tuned from its budget and `size` when left out,
 /// once, as the layer is read). Unknown keys are errors naming the key.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -159,6 +159,9 @@ pub struct LayerConfig {
     /// How the weights are stored (the biases are always f32); BF16 weights need BF16
     /// moments.
     pub weights: Precision,
+    /// Whether Adam keeps the weights' second moment per weight or per row (the biases'
+    /// are always per bias).
+    pub second_moment: SecondMoment,
 }
 
 impl LayerConfig {
@@ -180,6 +183,7 @@ impl LayerConfig {
             lsh: None,
             moments: Precision::F32,
             weights: Precision::F32,
+            second_moment: SecondMoment::Element,
         }
     }
 
@@ -233,6 +237,8 @@ struct LayerSpec {
     moments: Precision,
     #[serde(default)]
     weights: Precision,
+    #[serde(default)]
+    second_moment: SecondMoment,
 }
 
 #[cfg(feature = "serde")]
@@ -248,6 +254,7 @@ impl TryFrom<LayerSpec> for LayerConfig {
             lsh,
             moments,
             weights,
+            second_moment,
         } = spec;
         Ok(LayerConfig {
             out_dim: size,
@@ -257,6 +264,7 @@ impl TryFrom<LayerSpec> for LayerConfig {
             lsh: lsh.map(|lsh| lsh.resolve(Some(size))).transpose()?,
             moments,
             weights,
+            second_moment,
         })
     }
 }

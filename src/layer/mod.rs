@@ -66,7 +66,7 @@ pub(crate) use config::BlockLayout;
 use config::WEIGHTS;
 pub use config::{
     Activation, DEFAULT_SHARED_REFRESH, Init, LayerConfig, LshConfig, Mode, Picks, Precision,
-    Warmup, WarmupLength, WeightLayout,
+    SecondMoment, Warmup, WarmupLength, WeightLayout,
 };
 pub(crate) use lsh_state::LshState;
 pub use negatives::Negatives;
@@ -108,6 +108,8 @@ pub struct SparseLayer {
     pub(crate) params: Vec<f32>,
     pub(crate) moments: Precision,
     pub(crate) weights: Precision,
+    /// Adam's second moment per weight, or per row (the first value of the row's `v`).
+    pub(crate) second_moment: SecondMoment,
     pub(crate) bias: Vec<f32>,
     pub(crate) row_steps: Vec<u32>,
     pub(crate) bias_m: Vec<f32>,
@@ -219,6 +221,7 @@ impl SparseLayer {
             params,
             moments: config.moments,
             weights: config.weights,
+            second_moment: config.second_moment,
             bias: vec![0.0; out_dim],
             row_steps: vec![0; rows],
             bias_m: vec![0.0; out_dim],

@@ -12,8 +12,8 @@ use grouping::{accumulate_row, bias_gradients};
 pub use schedule::{Decay, LrSchedule};
 
 use crate::error::{Result, config_error};
-use crate::kernels::{ValuesMut, bf16, kernels};
-use crate::layer::{LayerBatch, SparseLayer, WeightLayout};
+use crate::kernels::{AdamStep, Ahead, ValuesMut, bf16, kernels, scalar};
+use crate::layer::{LayerBatch, SecondMoment, SparseLayer, WeightLayout};
 use crate::rows::DisjointRows;
 
 /// What one update did.
@@ -111,7 +111,14 @@ impl SparseLayer {
         scratch.group_rows(self, batch);
         let (layout, row_len, stride) = (self.layout, self.row_len(), self.stride);
         scratch.size_rows(row_len);
-        let (weights, moments) = (self.weights, self.moments);
+        let (weights, moments, per_row) = (
+            self.weights,
+            self.moments,
+            self.second_moment == SecondMoment::Row,
+        );
+        // With a second moment per row, the bytes of a block before its `v` part: what the
+        // update reads besides one line.
+        let before_v = stride * 2 * (weights.halves() + moments.halves());
         let mut rows = DisjointRows::new(
             &mut self.params,
             &mut self.row_steps,
@@ -137,6 +144,15 @@ impl SparseLayer {
                 accumulate_row(layout, batch, shared.group(k), scale, g);
                 *row.steps += 1;
                 let step = adam.step(*row.steps);
+                // Rounding bits of this row's update (BF16): the row, the optimizer's step
+                // and the row's own count (for callers that never advance Adam).
+                let when = taken.wrapping_add(u64::from(*row.steps) << 32);
+                let seed = bf16::row_seed(shared.touched[k], when);
+                if per_row {
+                    let ahead = row.ahead.keep_then_line(before_v);
+                    update_per_row(row.w.first(row_len), g, row.m, row.v, &step, seed, ahead);
+                    return;
+                }
                 match (row.w.first(row_len), row.m, row.v) {
                     (ValuesMut::F32(w), ValuesMut::F32(m), ValuesMut::F32(v)) => {
                         // The f32 kernel takes no `Ahead`: the next block is asked for at once.
@@ -145,10 +161,6 @@ impl SparseLayer {
                         (kernels().adam)(w, g, &mut m[..row_len], &mut v[..row_len], &step)
                     }
                     (w, ValuesMut::Bf16(m), ValuesMut::Bf16(v)) => {
-                        // Rounding bits of this row's update: the row, the optimizer's step
-                        // and the row's own count (for callers that never advance Adam).
-                        let when = taken.wrapping_add(u64::from(*row.steps) << 32);
-                        let seed = bf16::row_seed(shared.touched[k], when);
                         (kernels().adam_bf16)(
                             w,
                             g,
@@ -229,6 +241,38 @@ impl SparseLayer {
                 .map(|s| batch.trace(s).ids().collect())
                 .collect(),
         }
+    }
+}
+
+/// Adam with a second moment per row ([`SecondMoment::Row`]) on one row: the row's second
+/// moment, the first value of `v` (the others are not read), moves to `beta2 v + (1 - beta2)
+/// mean(g^2)`, then every weight takes its first moment times one step for the row
+/// ([`scalar::row_scale`]). BF16 values are stored with stochastic rounding (the second
+/// moment with the bits `seed` mixed once more, the rest as [`bf16::adam_row`] draws them).
+fn update_per_row(
+    w: ValuesMut<'_>,
+    g: &[f32],
+    m: ValuesMut<'_>,
+    v: ValuesMut<'_>,
+    step: &AdamStep,
+    seed: u32,
+    mut ahead: Ahead,
+) {
+    let moved = |old: f32| step.beta2 * old + (1.0 - step.beta2) * scalar::mean_square(g);
+    match (w, m, v) {
+        (ValuesMut::F32(w), ValuesMut::F32(m), ValuesMut::F32(v)) => {
+            ahead.finish();
+            v[0] = moved(v[0]);
+            let scale = scalar::row_scale(step, v[0]);
+            scalar::adam_row(w, g, &mut m[..g.len()], step.beta1, scale);
+        }
+        (w, ValuesMut::Bf16(m), ValuesMut::Bf16(v)) => {
+            let second = moved(bf16::to_f32(v[0]));
+            v[0] = bf16::from_f32_stochastic(second, bf16::mix32(seed) as u16);
+            let scale = scalar::row_scale(step, second);
+            (kernels().adam_row_bf16)(w, g, &mut m[..g.len()], step.beta1, scale, seed, ahead);
+        }
+        _ => unreachable!("BF16 weights come with BF16 moments (DisjointRows::new)"),
     }
 }
 
@@ -344,6 +388,79 @@ mod tests {
             &mut UpdateScratch::default(),
         )
         .unwrap();
+    }
+
+    /// With a second moment per row, a row's first update (global correction) moves each
+    /// weight by `lr * g / rms(g)`, where Adam's first update moves it by `lr * sign(g)`:
+    /// with the gradient `delta * x`, by Adam's step times `|x_i| / rms(x)`. The row's
+    /// second moment, the first value of its `v`, is the mean of Adam's per-weight ones and
+    /// the row's other `v` values are not written; untouched rows keep their values. In
+    /// f32, with BF16 moments and with BF16 weights (there within two BF16 units, one
+    /// rounding in each update).
+    #[test]
+    fn a_second_moment_per_row_scales_the_row_by_its_rms() {
+        use crate::layer::{Activation, LayerConfig, Precision};
+        let x = [1.0f32, 0.0, 2.0];
+        let rms = (5.0f32 / 3.0).sqrt();
+        let (f32, bf16) = (Precision::F32, Precision::Bf16);
+        for (weights, moments) in [(f32, f32), (f32, bf16), (bf16, bf16)] {
+            let updated = |second_moment| {
+                let config = LayerConfig {
+                    weights,
+                    moments,
+                    second_moment,
+                    ..LayerConfig::new(6, Activation::Linear)
+                };
+                let mut l = SparseLayer::new(3, &config, 5).unwrap();
+                let t = trace(&[1, 4], &[0.5, -2.0], (3, 6));
+                let batch = [(Vector::Dense(&x), &t)];
+                let mut adam = Adam::new(AdamConfig {
+                    lr: 0.01,
+                    ..AdamConfig::default()
+                })
+                .unwrap();
+                adam.advance();
+                let before = l.export_state();
+                l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default())
+                    .unwrap();
+                (before, l.export_state())
+            };
+            let (before, element) = updated(SecondMoment::Element);
+            let (same_start, row) = updated(SecondMoment::Row);
+            assert_eq!(before, same_start);
+            for r in 0..6 {
+                for c in 0..3 {
+                    let i = r * 3 + c;
+                    let adam_step = element.weights[i] - before.weights[i];
+                    let expected = before.weights[i] + adam_step * x[c].abs() / rms;
+                    let unit = if weights == bf16 {
+                        before.weights[i].abs() / 64.0
+                    } else {
+                        1e-6
+                    };
+                    let got = row.weights[i];
+                    assert!(
+                        (got - expected).abs() <= unit,
+                        "{weights:?} w[{r}][{c}]: {got} vs {expected}"
+                    );
+                    if ![1, 4].contains(&r) {
+                        assert_eq!(got, before.weights[i]);
+                    }
+                }
+                let mean_v = element.v[r * 3..r * 3 + 3].iter().sum::<f32>() / 3.0;
+                let tolerance = if moments == bf16 {
+                    mean_v / 64.0
+                } else {
+                    mean_v * 1e-6
+                };
+                assert!(
+                    (row.v[r * 3] - mean_v).abs() <= tolerance,
+                    "{moments:?} v of row {r}"
+                );
+                assert_eq!(row.v[r * 3 + 1..r * 3 + 3], [0.0, 0.0]);
+                assert_eq!(row.v[r * 3] > 0.0, [1, 4].contains(&r));
+            }
+        }
     }
 
     /// The biases of thousands of touched neurons are updated in parallel halves; the

@@ -176,6 +176,125 @@ fn bf16_weights_follow_the_f32_update() {
     }
 }
 
+/// The per-row update on BF16 first moments is the f32 one on the widened moments (to the
+/// last bit with f32 weights), the new values rounded to one of their BF16 neighbours.
+#[test]
+fn the_row_update_follows_the_f32_one() {
+    use super::super::scalar;
+    let n = 37;
+    let g: Vec<f32> = (0..n).map(|i| ((i * 7 % 13) as f32 - 6.0) * 1e-3).collect();
+    let m0: Vec<u16> = g.iter().map(|x| from_f32_nearest(x * 0.5)).collect();
+    let w0: Vec<f32> = (0..n).map(|i| 0.1 - i as f32 * 0.01).collect();
+    let scale = 0.37;
+    let (mut w, mut m) = (w0.clone(), m0.clone());
+    adam_row(
+        ValuesMut::F32(&mut w),
+        &g,
+        &mut m,
+        0.9,
+        scale,
+        77,
+        Ahead::NONE,
+    );
+    let mut fw = w0.clone();
+    let mut fm: Vec<f32> = m0.iter().map(|&b| to_f32(b)).collect();
+    scalar::adam_row(&mut fw, &g, &mut fm, 0.9, scale);
+    assert_eq!(w, fw);
+    let neighbours =
+        |x: f32, b: u16| (x.to_bits() >> 16..=(x.to_bits() >> 16) + 1).contains(&u32::from(b));
+    for i in 0..n {
+        assert!(neighbours(fm[i], m[i]), "m[{i}]");
+    }
+    let mut bw: Vec<u16> = w0.iter().map(|&x| from_f32_nearest(x)).collect();
+    let mut fw: Vec<f32> = bw.iter().map(|&b| to_f32(b)).collect();
+    let (mut m, mut fm) = (
+        m0.clone(),
+        m0.iter().map(|&b| to_f32(b)).collect::<Vec<_>>(),
+    );
+    adam_row(
+        ValuesMut::Bf16(&mut bw),
+        &g,
+        &mut m,
+        0.9,
+        scale,
+        78,
+        Ahead::NONE,
+    );
+    scalar::adam_row(&mut fw, &g, &mut fm, 0.9, scale);
+    for i in 0..n {
+        assert!(neighbours(fw[i], bw[i]) && neighbours(fm[i], m[i]), "[{i}]");
+    }
+}
+
+/// Every kernel set's per-row update is the reference's, bit for bit, with f32 and BF16
+/// weights, on full chunks and a tail.
+#[test]
+fn every_set_updates_a_row_as_the_reference() {
+    let n = 45;
+    let g: Vec<f32> = (0..n).map(|i| ((i * 5 % 11) as f32 - 5.0) * 1e-2).collect();
+    let m0: Vec<u16> = g.iter().map(|x| from_f32_nearest(x * 0.3)).collect();
+    let w0: Vec<f32> = (0..n).map(|i| 0.2 - i as f32 * 0.009).collect();
+    let b0: Vec<u16> = w0.iter().map(|&x| from_f32_nearest(x)).collect();
+    for set in crate::kernels::available() {
+        let (mut w, mut m, mut rw, mut rm) = (w0.clone(), m0.clone(), w0.clone(), m0.clone());
+        (set.adam_row_bf16)(
+            ValuesMut::F32(&mut w),
+            &g,
+            &mut m,
+            0.9,
+            0.05,
+            5,
+            Ahead::NONE,
+        );
+        adam_row(
+            ValuesMut::F32(&mut rw),
+            &g,
+            &mut rm,
+            0.9,
+            0.05,
+            5,
+            Ahead::NONE,
+        );
+        assert_eq!((w, m), (rw, rm), "{}", set.name);
+        let (mut w, mut m, mut rw, mut rm) = (b0.clone(), m0.clone(), b0.clone(), m0.clone());
+        (set.adam_row_bf16)(
+            ValuesMut::Bf16(&mut w),
+            &g,
+            &mut m,
+            0.9,
+            0.05,
+            6,
+            Ahead::NONE,
+        );
+        adam_row(
+            ValuesMut::Bf16(&mut rw),
+            &g,
+            &mut rm,
+            0.9,
+            0.05,
+            6,
+            Ahead::NONE,
+        );
+        assert_eq!((w, m), (rw, rm), "{}", set.name);
+    }
+}
+
+/// The row's mean square sums in a fixed order: exact on values whose squares and sums
+/// are exact, within the rounding of 37 additions otherwise.
+#[test]
+fn mean_square_of_a_row() {
+    use super::super::scalar::mean_square;
+    assert_eq!(mean_square(&[]), 0.0);
+    assert_eq!(mean_square(&[3.0, -4.0]), 12.5);
+    let g: Vec<f32> = (0..37).map(|i| (i as f32 * 0.3).sin()).collect();
+    let exact: f64 = g.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>() / 37.0;
+    let got = f64::from(mean_square(&g));
+    assert!(
+        (got - exact).abs() < 40.0 * f64::from(f32::EPSILON) * exact,
+        "{got} vs {exact}"
+    );
+}
+
 #[test]
 fn bf16_dot_and_axpy_use_the_widened_row() {
     let w: Vec<u16> = (0..21)

@@ -3,7 +3,7 @@
 
 use super::*;
 use slide::config::fnv1a;
-use slide::{NetworkConfig, Precision};
+use slide::{NetworkConfig, Precision, SecondMoment};
 
 /// Every shipped config parses and passes validation (data files are not needed for that:
 /// a config that takes its output size from the data's header is given `data.labels`).
@@ -97,6 +97,18 @@ fn overrides_reach_tables_and_list_entries() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("unknown variant `f16`"), "{err}");
+
+    // And the second moment's form.
+    let row = load(&path, &["network.layers.1.second_moment=\"row\"".into()]).unwrap();
+    let layers = row.network(784, 1000).layers;
+    assert_eq!(
+        (layers[0].second_moment, layers[1].second_moment),
+        (SecondMoment::Element, SecondMoment::Row)
+    );
+    let err = load(&path, &["network.layers.1.second_moment=\"column\"".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown variant `column`"), "{err}");
 
     // So does the weights' precision, which needs BF16 moments.
     let both = [

@@ -1,0 +1,167 @@
+use super::grouping::tests::{layer, trace};
+use super::*;
+use slide_lsh::Vector;
+
+/// A layer-level update checks what it is given before touching anything.
+#[test]
+fn update_refuses_a_trace_from_another_layer() {
+    let mut l = layer(3, 6, WeightLayout::NeuronMajor);
+    let x = [1.0, 0.0, 2.0];
+    let foreign = trace(&[1], &[1.0], (3, 7));
+    let mut adam = Adam::new(AdamConfig::default()).unwrap();
+    adam.advance();
+    let before = l.export_state();
+    let batch = [(Vector::Dense(&x), &foreign)];
+    let e = l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default());
+    assert!(e.unwrap_err().to_string().contains("trace"));
+    assert_eq!(l.export_state(), before);
+}
+
+/// Under the global bias correction an update before any `Adam::advance` is refused
+/// (its correction would be undefined); the per-row correction needs no step count.
+#[test]
+fn update_refuses_an_adam_that_has_not_advanced() {
+    let mut l = layer(3, 6, WeightLayout::NeuronMajor);
+    let x = [1.0, 0.0, 2.0];
+    let t = trace(&[1], &[1.0], (3, 6));
+    let batch = [(Vector::Dense(&x), &t)];
+    let mut adam = Adam::new(AdamConfig::default()).unwrap();
+    let before = l.export_state();
+    let e = l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default());
+    assert!(e.unwrap_err().to_string().contains("Adam::advance"));
+    assert_eq!(l.export_state(), before);
+    adam.advance();
+    assert_eq!(adam.steps(), 1);
+    l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default())
+        .unwrap();
+    let per_row = AdamConfig {
+        bias_correction: BiasCorrection::PerRow,
+        ..AdamConfig::default()
+    };
+    l.update(
+        &batch[..],
+        1.0,
+        &Adam::new(per_row).unwrap(),
+        &mut UpdateScratch::default(),
+    )
+    .unwrap();
+}
+
+/// With a second moment per row, a row's first update (global correction) moves each
+/// weight by `lr * g / rms(g)`, where Adam's first update moves it by `lr * sign(g)`:
+/// with the gradient `delta * x`, by Adam's step times `|x_i| / rms(x)`. The row's
+/// second moment, the first value of its `v`, is the mean of Adam's per-weight ones and
+/// the row's other `v` values are not written; untouched rows keep their values. In
+/// f32, with BF16 moments and with BF16 weights (there within two BF16 units, one
+/// rounding in each update).
+#[test]
+fn a_second_moment_per_row_scales_the_row_by_its_rms() {
+    use crate::layer::{Activation, LayerConfig, Precision};
+    let x = [1.0f32, 0.0, 2.0];
+    let rms = (5.0f32 / 3.0).sqrt();
+    let (f32, bf16) = (Precision::F32, Precision::Bf16);
+    for (weights, moments) in [(f32, f32), (f32, bf16), (bf16, bf16)] {
+        let updated = |second_moment| {
+            let config = LayerConfig {
+                weights,
+                moments,
+                second_moment,
+                ..LayerConfig::new(6, Activation::Linear)
+            };
+            let mut l = SparseLayer::new(3, &config, 5).unwrap();
+            let t = trace(&[1, 4], &[0.5, -2.0], (3, 6));
+            let batch = [(Vector::Dense(&x), &t)];
+            let mut adam = Adam::new(AdamConfig {
+                lr: 0.01,
+                ..AdamConfig::default()
+            })
+            .unwrap();
+            adam.advance();
+            let before = l.export_state();
+            l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default())
+                .unwrap();
+            (before, l.export_state())
+        };
+        let (before, element) = updated(SecondMoment::Element);
+        let (same_start, row) = updated(SecondMoment::Row);
+        assert_eq!(before, same_start);
+        for r in 0..6 {
+            for c in 0..3 {
+                let i = r * 3 + c;
+                let adam_step = element.weights[i] - before.weights[i];
+                let expected = before.weights[i] + adam_step * x[c].abs() / rms;
+                let unit = if weights == bf16 {
+                    before.weights[i].abs() / 64.0
+                } else {
+                    1e-6
+                };
+                let got = row.weights[i];
+                assert!(
+                    (got - expected).abs() <= unit,
+                    "{weights:?} w[{r}][{c}]: {got} vs {expected}"
+                );
+                if ![1, 4].contains(&r) {
+                    assert_eq!(got, before.weights[i]);
+                }
+            }
+            let mean_v = element.v[r * 3..r * 3 + 3].iter().sum::<f32>() / 3.0;
+            let tolerance = if moments == bf16 {
+                mean_v / 64.0
+            } else {
+                mean_v * 1e-6
+            };
+            assert!(
+                (row.v[r * 3] - mean_v).abs() <= tolerance,
+                "{moments:?} v of row {r}"
+            );
+            assert_eq!(row.v[r * 3 + 1..r * 3 + 3], [0.0, 0.0]);
+            assert_eq!(row.v[r * 3] > 0.0, [1, 4].contains(&r));
+        }
+    }
+}
+
+/// The biases of thousands of touched neurons are updated in parallel halves; the
+/// result equals one loop in order, under both corrections (per-row: each neuron's own
+/// step count, set unevenly here).
+#[test]
+fn biases_updated_in_parallel_equal_one_loop() {
+    let n = 30_000;
+    let touched: Vec<u32> = (0..n as u32).filter(|i| i % 3 != 1).collect();
+    let gradients: Vec<f32> = touched.iter().map(|&i| ((i as f32) * 0.37).sin()).collect();
+    for bias_correction in [BiasCorrection::Global, BiasCorrection::PerRow] {
+        let mut adam = Adam::new(AdamConfig {
+            bias_correction,
+            ..AdamConfig::default()
+        })
+        .unwrap();
+        adam.set_steps(5);
+        let start = |i: usize| (i as f32 * 0.01).cos();
+        let mut parallel: [Vec<f32>; 3] = [(0..n).map(start).collect(), vec![0.1; n], vec![0.2; n]];
+        let mut steps: Vec<u32> = (0..n as u32).map(|i| i % 7).collect();
+        let mut sequential = parallel.clone();
+        let mut sequential_steps = steps.clone();
+        let [bias, m, v] = &mut parallel;
+        BiasRows {
+            bias,
+            m,
+            v,
+            steps: &mut steps,
+        }
+        .update(0, &touched, &gradients, &adam);
+        let [bias, m, v] = &mut sequential;
+        let mut one = BiasRows {
+            bias,
+            m,
+            v,
+            steps: &mut sequential_steps,
+        };
+        for (&neuron, &g) in touched.iter().zip(&gradients) {
+            one.update_one(neuron as usize, g, &adam);
+        }
+        assert_eq!(parallel, sequential, "{bias_correction:?}");
+        assert_eq!(steps, sequential_steps);
+        // Untouched neurons kept their values; touched ones moved.
+        assert_eq!(parallel[0][1], start(1));
+        assert_ne!(parallel[0][2], start(2));
+    }
+}

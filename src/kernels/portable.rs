@@ -240,11 +240,11 @@ pub fn adam_row_bf16(
     for start in (0..full).step_by(bf16::LANES) {
         ahead.fetch(per);
         let bits = streams.next();
-        for h in 0..2 {
+        for (h, bits) in bits.into_iter().enumerate() {
             let i = start + 8 * h;
             let mi = b1 * widen(&m[i..i + 8]) + c1 * load(&g[i..i + 8]);
             let delta = scale8 * mi;
-            round_into(mi, bits[h], &mut m[i..i + 8]);
+            round_into(mi, bits, &mut m[i..i + 8]);
             match &mut w {
                 ValuesMut::F32(w) => {
                     let wi = load(&w[i..i + 8]) - delta;
@@ -252,7 +252,7 @@ pub fn adam_row_bf16(
                 }
                 ValuesMut::Bf16(w) => {
                     let wi = widen(&w[i..i + 8]) - delta;
-                    round_into(wi, bits[h] >> 16, &mut w[i..i + 8]);
+                    round_into(wi, bits >> 16, &mut w[i..i + 8]);
                 }
             }
         }

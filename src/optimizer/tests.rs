@@ -86,10 +86,10 @@ fn a_second_moment_per_row_scales_the_row_by_its_rms() {
         let (same_start, row) = updated(SecondMoment::Row);
         assert_eq!(before, same_start);
         for r in 0..6 {
-            for c in 0..3 {
+            for (c, xc) in x.iter().enumerate() {
                 let i = r * 3 + c;
                 let adam_step = element.weights[i] - before.weights[i];
-                let expected = before.weights[i] + adam_step * x[c].abs() / rms;
+                let expected = before.weights[i] + adam_step * xc.abs() / rms;
                 let unit = if weights == bf16 {
                     before.weights[i].abs() / 64.0
                 } else {

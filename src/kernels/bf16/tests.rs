@@ -236,46 +236,20 @@ fn every_set_updates_a_row_as_the_reference() {
     let w0: Vec<f32> = (0..n).map(|i| 0.2 - i as f32 * 0.009).collect();
     let b0: Vec<u16> = w0.iter().map(|&x| from_f32_nearest(x)).collect();
     for set in crate::kernels::available() {
-        let (mut w, mut m, mut rw, mut rm) = (w0.clone(), m0.clone(), w0.clone(), m0.clone());
-        (set.adam_row_bf16)(
-            ValuesMut::F32(&mut w),
-            &g,
-            &mut m,
-            0.9,
-            0.05,
-            5,
-            Ahead::NONE,
-        );
-        adam_row(
-            ValuesMut::F32(&mut rw),
-            &g,
-            &mut rm,
-            0.9,
-            0.05,
-            5,
-            Ahead::NONE,
-        );
-        assert_eq!((w, m), (rw, rm), "{}", set.name);
-        let (mut w, mut m, mut rw, mut rm) = (b0.clone(), m0.clone(), b0.clone(), m0.clone());
-        (set.adam_row_bf16)(
-            ValuesMut::Bf16(&mut w),
-            &g,
-            &mut m,
-            0.9,
-            0.05,
-            6,
-            Ahead::NONE,
-        );
-        adam_row(
-            ValuesMut::Bf16(&mut rw),
-            &g,
-            &mut rm,
-            0.9,
-            0.05,
-            6,
-            Ahead::NONE,
-        );
-        assert_eq!((w, m), (rw, rm), "{}", set.name);
+        for (bf16_weights, seed) in [(false, 5), (true, 6)] {
+            let run = |kernel: crate::kernels::AdamRowBf16Fn| {
+                let (mut wf, mut wb, mut m) = (w0.clone(), b0.clone(), m0.clone());
+                let w = if bf16_weights {
+                    ValuesMut::Bf16(&mut wb)
+                } else {
+                    ValuesMut::F32(&mut wf)
+                };
+                kernel(w, &g, &mut m, 0.9, 0.05, seed, Ahead::NONE);
+                (wf, wb, m)
+            };
+            let (got, reference) = (run(set.adam_row_bf16), run(adam_row));
+            assert_eq!(got, reference, "{} ({bf16_weights})", set.name);
+        }
     }
 }
 

@@ -235,9 +235,9 @@ pub const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 impl NetworkConfig {
     /// Every setting as `(name, value)`, in a fixed order: `input_dim`, `seed`, then per
     /// layer `layers.I.out_dim`, `.activation`, `.layout`, `.init`, `.weights` and
-    /// `.moments` (if BF16), `.second_moment` (if per row) and, for sampled layers, the LSH settings as `.lsh.NAME` in the
-    /// order [`LshConfig`] gives them (`family`, `params`, ..., each
-    /// setting added later only when not its default), then `adam` and `rebuild`.
+    /// `.moments` (if BF16), `.second_moment` (if per row) and, for sampled layers, the LSH
+    /// settings as `.lsh.NAME` in the order [`LshConfig`] gives them (`family`, `params`,
+    /// ..., each setting added later only when not its default), then `adam` and `rebuild`.
     /// Checkpoints record it, so a resume can name the settings that changed.
     pub fn describe(&self) -> Vec<(String, String)> {
         let mut out = vec![
@@ -279,10 +279,9 @@ impl NetworkConfig {
     /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
     /// each layer's size, activation, layout and LSH settings, and the wide head's size. Not the optimizer, the
     /// rebuild schedule, the initialisation, the precision of weights and moments and the
-    /// second moment's form (a layer
-    /// reads a state file's values in either precision) or the LSH settings that only shape
-    /// training (the shared negatives' shift and refresh period, the exact-picks ablation,
-    /// the warm-up).
+    /// second moment's form (a layer reads a state file's values in either precision) or
+    /// the LSH settings that only shape training (the shared negatives' shift and refresh
+    /// period, the exact-picks ablation, the warm-up).
     pub fn architecture_hash(&self) -> u64 {
         self.describe()
             .iter()

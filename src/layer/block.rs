@@ -58,7 +58,7 @@ pub enum Precision {
 
 impl Precision {
     /// BF16 halves one stored value of this precision takes.
-    pub(crate) fn halves(self) -> usize {
+    fn halves(self) -> usize {
         match self {
             Precision::F32 => 2,
             Precision::Bf16 => 1,
@@ -89,7 +89,7 @@ impl BlockLayout {
     }
 
     /// Where part `p`'s values start, in BF16 halves from the block's start.
-    fn offset(self, p: usize) -> usize {
+    pub(crate) fn offset(self, p: usize) -> usize {
         let w = self.stride * self.weights.halves();
         [0, w, w + self.stride * self.moments.halves()][p]
     }

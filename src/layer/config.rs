@@ -131,9 +131,9 @@ impl Init {
 ///
 /// With the `serde` feature it reads and writes the form of a config file's
 /// `[[network.layers]]`: `size` (the `out_dim`), `activation`, and optionally `layout`,
-/// `init`, `moments`, `weights`, `second_moment` and an `lsh` table ([`LshConfig`]'s form, whose `k`, `l`,
-/// `range_pow` and `bucket_capacity` are tuned from its budget and `size` when left out,
-/// once, as the layer is read). Unknown keys are errors naming the key.
+/// `init`, `moments`, `weights`, `second_moment` and an `lsh` table ([`LshConfig`]'s form,
+/// whose `k`, `l`, `range_pow` and `bucket_capacity` are tuned from its budget and `size`
+/// when left out, once, as the layer is read). Unknown keys are errors naming the key.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(
     feature = "serde",

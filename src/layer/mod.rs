@@ -62,12 +62,12 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use slide_lsh::{CodeBuffer, QueryScratch};
 
-pub(crate) use config::BlockLayout;
 use config::WEIGHTS;
 pub use config::{
     Activation, DEFAULT_SHARED_REFRESH, Init, LayerConfig, LshConfig, Mode, Picks, Precision,
     SecondMoment, Warmup, WarmupLength, WeightLayout,
 };
+pub(crate) use config::{BlockLayout, V};
 pub(crate) use lsh_state::LshState;
 pub use negatives::Negatives;
 pub(crate) use ranking::{rank_key, ranks_before};

@@ -13,7 +13,7 @@ pub use schedule::{Decay, LrSchedule};
 
 use crate::error::{Result, config_error};
 use crate::kernels::{AdamStep, Ahead, ValuesMut, bf16, kernels, scalar};
-use crate::layer::{LayerBatch, SecondMoment, SparseLayer, WeightLayout};
+use crate::layer::{LayerBatch, SecondMoment, SparseLayer, V, WeightLayout};
 use crate::rows::DisjointRows;
 
 /// What one update did.
@@ -118,7 +118,7 @@ impl SparseLayer {
         );
         // With a second moment per row, the bytes of a block before its `v` part: what the
         // update reads besides one line.
-        let before_v = stride * 2 * (weights.halves() + moments.halves());
+        let before_v = 2 * self.block_layout().offset(V);
         let mut rows = DisjointRows::new(
             &mut self.params,
             &mut self.row_steps,
@@ -144,10 +144,10 @@ impl SparseLayer {
                 accumulate_row(layout, batch, shared.group(k), scale, g);
                 *row.steps += 1;
                 let step = adam.step(*row.steps);
-                // Rounding bits of this row's update (BF16): the row, the optimizer's step
-                // and the row's own count (for callers that never advance Adam).
+                // Rounding bits of this row's update (BF16 only): the row, the optimizer's
+                // step and the row's own count (for callers that never advance Adam).
                 let when = taken.wrapping_add(u64::from(*row.steps) << 32);
-                let seed = bf16::row_seed(shared.touched[k], when);
+                let seed = || bf16::row_seed(shared.touched[k], when);
                 if per_row {
                     let ahead = row.ahead.keep_then_line(before_v);
                     update_per_row(row.w.first(row_len), g, row.m, row.v, &step, seed, ahead);
@@ -167,7 +167,7 @@ impl SparseLayer {
                             &mut m[..row_len],
                             &mut v[..row_len],
                             &step,
-                            seed,
+                            seed(),
                             row.ahead,
                         );
                     }
@@ -248,14 +248,15 @@ impl SparseLayer {
 /// moment, the first value of `v` (the others are not read), moves to `beta2 v + (1 - beta2)
 /// mean(g^2)`, then every weight takes its first moment times one step for the row
 /// ([`scalar::row_scale`]). BF16 values are stored with stochastic rounding (the second
-/// moment with the bits `seed` mixed once more, the rest as [`bf16::adam_row`] draws them).
+/// moment with the bits of `seed()` mixed once more, the rest as [`bf16::adam_row`] draws
+/// them); `seed` is called for BF16 moments only.
 fn update_per_row(
     w: ValuesMut<'_>,
     g: &[f32],
     m: ValuesMut<'_>,
     v: ValuesMut<'_>,
     step: &AdamStep,
-    seed: u32,
+    seed: impl FnOnce() -> u32,
     mut ahead: Ahead,
 ) {
     let moved = |old: f32| step.beta2 * old + (1.0 - step.beta2) * scalar::mean_square(g);
@@ -267,7 +268,7 @@ fn update_per_row(
             scalar::adam_row(w, g, &mut m[..g.len()], step.beta1, scale);
         }
         (w, ValuesMut::Bf16(m), ValuesMut::Bf16(v)) => {
-            let second = moved(bf16::to_f32(v[0]));
+            let (second, seed) = (moved(bf16::to_f32(v[0])), seed());
             v[0] = bf16::from_f32_stochastic(second, bf16::mix32(seed) as u16);
             let scale = scalar::row_scale(step, second);
             (kernels().adam_row_bf16)(w, g, &mut m[..g.len()], step.beta1, scale, seed, ahead);

@@ -14,9 +14,12 @@ use crate::config::{NetworkConfig, RebuildSchedule};
 use crate::error::{Result, SlideError, config_error};
 use crate::layer::{Elem, SparseLayer, StateSource, StateTensor};
 pub use crate::network_state::NetworkState;
-use crate::network_state::{MemorySource, Prefixed, WIDE_TABLE, split_layer_name};
+use crate::network_state::{
+    MemorySource, Prefixed, WIDE_RARE_ENTRIES, WIDE_RARE_STARTS, WIDE_TABLE, rare_part,
+    split_layer_name,
+};
 use crate::optimizer::Adam;
-use crate::wide::WideHead;
+use crate::wide::{RareIndex, WideHead};
 
 /// What a checkpoint stores of a network beside its tensors (see
 /// [`Network::state_scalars`]).
@@ -233,6 +236,7 @@ impl Network {
                 .wide
                 .as_ref()
                 .map_or(Vec::new(), |w| w.table().to_vec()),
+            wide_rare: self.wide.as_ref().and_then(|w| w.rare_index().cloned()),
         }
     }
 
@@ -287,6 +291,15 @@ impl Network {
                 elem: Elem::F32,
                 shape: vec![wide.table().len()],
             });
+            for name in [WIDE_RARE_STARTS, WIDE_RARE_ENTRIES] {
+                if let Some(values) = rare_part(wide.rare_index(), name) {
+                    out.push(StateTensor {
+                        name: name.to_string(),
+                        elem: Elem::U32,
+                        shape: vec![values.len()],
+                    });
+                }
+            }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
@@ -301,6 +314,9 @@ impl Network {
     ) -> std::result::Result<(), E> {
         if let (WIDE_TABLE, Some(wide)) = (name, &self.wide) {
             return crate::layer::write_rows(std::iter::once(wide.table()), f32::to_le_bytes, sink);
+        }
+        if let Some(values) = rare_part(self.wide.as_ref().and_then(WideHead::rare_index), name) {
+            return crate::layer::write_rows(std::iter::once(&values[..]), u32::to_le_bytes, sink);
         }
         let (layer, rest) = split_layer_name(name)
             .filter(|&(i, _)| i < self.layers.len())
@@ -338,6 +354,7 @@ impl Network {
                 )));
             }
             crate::layer::read_f32s(source, WIDE_TABLE, wide.table_mut())?;
+            read_rare_index(wide, scalars.step, source)?;
         }
         for (i, layer) in self.layers.iter_mut().enumerate() {
             let mut prefixed = Prefixed {
@@ -384,4 +401,40 @@ impl Network {
             .sum::<usize>()
             + wide
     }
+}
+
+/// Reads the wide head's rare-feature index from `source` where it has one. A head that
+/// takes rare labels and has trained (`step` above 0) must find it there: its prediction
+/// depends on it (a state from before rare labels is refused rather than read without).
+fn read_rare_index<S: StateSource + ?Sized>(
+    wide: &mut WideHead,
+    step: u64,
+    source: &mut S,
+) -> std::result::Result<(), S::Error> {
+    let fail = |reason: String| S::Error::from(config_error("network state", reason));
+    let (Some((Elem::U32, starts)), Some((Elem::U32, entries))) = (
+        source.tensor(WIDE_RARE_STARTS),
+        source.tensor(WIDE_RARE_ENTRIES),
+    ) else {
+        if wide.config().rare_labels > 0 && step > 0 {
+            return Err(fail(format!(
+                "needs the wide head's {WIDE_RARE_STARTS} and {WIDE_RARE_ENTRIES} (u32): it was \
+                 saved without rare labels; set network.wide.rare_labels = 0 to read it"
+            )));
+        }
+        return Ok(());
+    };
+    let (mut starts, mut entries) = (
+        vec![0u32; starts.iter().product()],
+        vec![0u32; entries.iter().product()],
+    );
+    crate::layer::read_u32s(source, WIDE_RARE_STARTS, &mut starts)?;
+    crate::layer::read_u32s(source, WIDE_RARE_ENTRIES, &mut entries)?;
+    let index = RareIndex::from_parts(starts, &entries).ok_or_else(|| {
+        fail(format!(
+            "{WIDE_RARE_STARTS} does not index {WIDE_RARE_ENTRIES}"
+        ))
+    })?;
+    wide.set_rare_index(index);
+    Ok(())
 }

@@ -4,9 +4,14 @@
 use crate::error::{Result, SlideError, config_error};
 use crate::layer::MemorySource as LayerMemory;
 use crate::layer::{Elem, LayerState, StateSource};
+use crate::wide::RareIndex;
 
 /// The wide head's tensor in a network's state.
 pub(crate) const WIDE_TABLE: &str = "wide.table";
+/// The wide head's rare-feature index ([`RareIndex::to_parts`]): row starts, then
+/// interleaved labels and counts.
+pub(crate) const WIDE_RARE_STARTS: &str = "wide.rare.starts";
+pub(crate) const WIDE_RARE_ENTRIES: &str = "wide.rare.entries";
 
 /// Everything a network needs to continue training exactly where it stopped: every
 /// layer's parameters, Adam state and tables, and the step and rebuild-schedule position.
@@ -22,6 +27,8 @@ pub struct NetworkState {
     pub layers: Vec<LayerState>,
     /// The wide head's weights (empty without one).
     pub wide: Vec<f32>,
+    /// The wide head's rare-feature index, once built.
+    pub wide_rare: Option<RareIndex>,
 }
 
 /// `layers.I.NAME` as `(I, NAME)`.
@@ -40,6 +47,9 @@ impl StateSource for MemorySource<'_> {
         if name == WIDE_TABLE {
             return (!self.0.wide.is_empty()).then(|| (Elem::F32, vec![self.0.wide.len()]));
         }
+        if let Some(values) = rare_part(self.0.wide_rare.as_ref(), name) {
+            return Some((Elem::U32, vec![values.len()]));
+        }
         let (i, rest) = split_layer_name(name)?;
         LayerMemory(self.0.layers.get(i)?).tensor(rest)
     }
@@ -52,6 +62,13 @@ impl StateSource for MemorySource<'_> {
             }
             return Ok(());
         }
+        if let Some(values) = rare_part(self.0.wide_rare.as_ref(), name) {
+            let from = (offset / 4).min(values.len());
+            for (o, v) in out.chunks_exact_mut(4).zip(&values[from..]) {
+                o.copy_from_slice(&v.to_le_bytes());
+            }
+            return Ok(());
+        }
         let layer =
             split_layer_name(name).and_then(|(i, rest)| Some((self.0.layers.get(i)?, rest)));
         let Some((layer, rest)) = layer else {
@@ -61,6 +78,16 @@ impl StateSource for MemorySource<'_> {
             ));
         };
         LayerMemory(layer).read(rest, offset, out)
+    }
+}
+
+/// The part of `index` a rare-index tensor `name` holds, if `name` is one.
+pub(crate) fn rare_part(index: Option<&RareIndex>, name: &str) -> Option<Vec<u32>> {
+    let (starts, entries) = index?.to_parts();
+    match name {
+        WIDE_RARE_STARTS => Some(starts),
+        WIDE_RARE_ENTRIES => Some(entries),
+        _ => None,
     }
 }
 

@@ -15,114 +15,14 @@
 
 use slide_lsh::Vector;
 
-use crate::error::{Result, config_error};
+use crate::data::Examples;
+use crate::error::Result;
 
-/// The wide head's settings. With the `serde` feature it reads a config file's
-/// `[network.wide]` table; each key left out takes its default.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Deserialize, serde::Serialize),
-    serde(default, deny_unknown_fields)
-)]
-pub struct WideConfig {
-    /// The table holds `2^bits` weights (default 24: 64 MiB of f32), between 10 and 32.
-    pub bits: u32,
-    /// SGD's learning rate at the start of training (default 0.5), in (0, 1]; it follows
-    /// the network's schedule (the same fraction of its peak). A step moves the sample's
-    /// margin `m = 1 - y s` to `m (1 - 2 lr)`: 0.5 meets the margin exactly, 1 overshoots
-    /// to `-m`, more diverges (measured on deb-deps: 2 ends at P@1 0.4465; 0.5 and 1 at
-    /// 0.6888 and 0.6885).
-    pub lr: f32,
-    /// A shortlisted output's final score is its logit plus `weight` times its wide score
-    /// (default 3). With the intercept (`bias = 1`), weights 1 / 2 / 3 / 4 / 6 gave P@1
-    /// 0.6852 / 0.6906 / 0.6908 / 0.6873 / 0.6826 on deb-deps and 0.8299 / 0.8396 /
-    /// 0.8435 / 0.8440 / 0.8450 on deb-tags (P@5 0.3612 / 0.3663 / 0.3668 / 0.3646 /
-    /// 0.3615 and 0.4457 / 0.4524 / 0.4552 / 0.4568 / 0.4571); without it, 1 was best on
-    /// deb-deps (0.6888).
-    pub weight: f32,
-    /// How many of a sample's best outputs (by the network's logit) the wide head scores
-    /// and trains on, besides the sample's labels (default 32), between 5 and 64.
-    pub shortlist: usize,
-    /// Epochs the head trains alone after the network's (`train.epochs`), the network and
-    /// its tables left as they are (default 0), at most 100. Their learning rate falls
-    /// linearly from `lr` to 0 over them. Each costs a forward pass per sample and the
-    /// head's steps, a fraction of a network epoch.
-    pub epochs: usize,
-    /// The value of a constant feature that every sample has (default 1), so that each
-    /// label's classifier has an intercept; 0: none. On deb-tags (2 head epochs, weight 4)
-    /// P@1 / P@5 0.8367 / 0.4559 without, 0.8393 / 0.4568 at 0.3, 0.8440 / 0.4590 at 1;
-    /// with it the head's scores bear a larger `weight`.
-    pub bias: f32,
-}
-
-impl Default for WideConfig {
-    fn default() -> Self {
-        WideConfig {
-            bits: 24,
-            lr: 0.5,
-            weight: 3.0,
-            shortlist: 32,
-            epochs: 0,
-            bias: 1.0,
-        }
-    }
-}
-
-/// The largest shortlist: what the evaluation's per-sample candidate list holds.
-pub const MAX_SHORTLIST: usize = 64;
-
-impl WideConfig {
-    /// Checks the ranges: `bits` in 10..=32, `lr` in (0, 1], `weight` positive and finite,
-    /// `shortlist` in 5..=[`MAX_SHORTLIST`], `epochs` at most 100, `bias` finite and at least 0.
-    pub fn validate(&self) -> Result<()> {
-        let fail = |key: &str, reason: String| Err(config_error(key, reason));
-        if !(10..=32).contains(&self.bits) {
-            return fail(
-                "wide.bits",
-                format!("must be between 10 and 32, got {}", self.bits),
-            );
-        }
-        check_lr(self.lr)?;
-        if !(self.weight.is_finite() && self.weight > 0.0) {
-            return fail(
-                "wide.weight",
-                format!("must be positive, got {}", self.weight),
-            );
-        }
-        if !(5..=MAX_SHORTLIST).contains(&self.shortlist) {
-            return fail(
-                "wide.shortlist",
-                format!(
-                    "must be between 5 and {MAX_SHORTLIST}, got {}",
-                    self.shortlist
-                ),
-            );
-        }
-        if !(self.bias.is_finite() && self.bias >= 0.0) {
-            return fail("wide.bias", format!("must be 0 or more, got {}", self.bias));
-        }
-        if self.epochs > 100 {
-            return fail(
-                "wide.epochs",
-                format!("must be at most 100, got {}", self.epochs),
-            );
-        }
-        Ok(())
-    }
-
-    /// The head's learning rate for head-only step `k` of `steps` (counted from 0): `lr`
-    /// falling linearly to 0, `lr / steps` at the last step.
-    pub fn head_only_lr(&self, k: u64, steps: u64) -> f32 {
-        let left = steps.saturating_sub(k).max(1) as f64;
-        (f64::from(self.lr) * left / steps.max(1) as f64) as f32
-    }
-
-    /// Bytes the table takes.
-    pub fn table_bytes(&self) -> usize {
-        4usize << self.bits
-    }
-}
+mod config;
+mod rare;
+pub(crate) use config::check_lr;
+pub use config::{MAX_SHORTLIST, WideConfig};
+pub use rare::RareIndex;
 
 /// One `(label, coefficient)` update a training sample asks of the wide head: the
 /// label's weights move by `-coefficient * x_j` for each of the sample's features `j`.
@@ -134,6 +34,8 @@ pub type WideUpdate = (u32, f32);
 pub struct WideHead {
     config: WideConfig,
     table: Vec<f32>,
+    /// The rare features' labels, once built (with `rare_labels` above 0).
+    rare: Option<RareIndex>,
 }
 
 impl WideHead {
@@ -145,7 +47,11 @@ impl WideHead {
         // once, so that the pages are backed as huge ones (see `zeroed_huge`).
         let mut table = crate::kernels::zeroed_huge(1usize << config.bits);
         table.fill(0.0);
-        Ok(WideHead { config, table })
+        Ok(WideHead {
+            config,
+            table,
+            rare: None,
+        })
     }
 
     /// The settings.
@@ -311,6 +217,57 @@ impl WideHead {
         }
     }
 
+    /// The rare features' index, once built or read back.
+    pub fn rare_index(&self) -> Option<&RareIndex> {
+        self.rare.as_ref()
+    }
+
+    /// Sets the rare features' index (one built from the training data, or read back).
+    pub fn set_rare_index(&mut self, index: RareIndex) {
+        self.rare = Some(index);
+    }
+
+    /// Builds the rare features' index from `data` (the training samples) unless there is
+    /// one or the head takes no rare labels.
+    pub fn ensure_rare_index(&mut self, data: &dyn Examples) {
+        if self.config.rare_labels > 0 && self.rare.is_none() {
+            self.rare = Some(RareIndex::build(data, self.config.rare_df));
+        }
+    }
+
+    /// Appends to `shortlist` up to [`rare_labels`](WideConfig::rare_labels) labels from
+    /// `input`'s rare features that it does not hold yet, passing over `skip` (a training
+    /// sample's own labels: its candidates are then those of the other samples).
+    pub(crate) fn add_rare_labels(
+        &self,
+        input: Vector<'_>,
+        skip: &[u32],
+        scratch: &mut Vec<(u32, u32)>,
+        shortlist: &mut Vec<u32>,
+    ) {
+        if let Some(index) = &self.rare {
+            index.candidates(input, skip, self.config.rare_labels, scratch, shortlist);
+        }
+    }
+
+    /// A sample's candidates for [`Self::rerank`] from the network's `best` `(logit,
+    /// output)` pairs (best first): its first [`shortlist`](WideConfig::shortlist), then the
+    /// labels of `input`'s rare features not among them, each with the logit of the last
+    /// shortlisted output.
+    pub fn candidates(&self, input: Vector<'_>, best: &[(f32, u32)]) -> Vec<(f32, u32)> {
+        let mut candidates = best[..self.config.shortlist.min(best.len())].to_vec();
+        let Some(&(floor, _)) = candidates.last() else {
+            return candidates;
+        };
+        if self.rare.is_some() {
+            let mut ids: Vec<u32> = candidates.iter().map(|&(_, id)| id).collect();
+            let shortlisted = ids.len();
+            self.add_rare_labels(input, &[], &mut Vec::new(), &mut ids);
+            candidates.extend(ids[shortlisted..].iter().map(|&id| (floor, id)));
+        }
+        candidates
+    }
+
     /// Whether every weight is finite.
     pub fn is_finite(&self) -> bool {
         self.table.iter().all(|w| w.is_finite())
@@ -328,18 +285,6 @@ impl WideHead {
                 .then(a.1.cmp(&b.1))
         });
     }
-}
-
-/// Checks a learning rate of the head: in (0, 1] (above 1 SGD diverges), or an error
-/// naming `wide.lr`.
-pub(crate) fn check_lr(lr: f32) -> Result<()> {
-    if lr > 0.0 && lr <= 1.0 {
-        return Ok(());
-    }
-    Err(config_error(
-        "wide.lr",
-        format!("must be in (0, 1] (above 1 SGD diverges), got {lr}"),
-    ))
 }
 
 /// The bias feature's index: one no input has.

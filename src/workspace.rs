@@ -30,6 +30,8 @@ pub(crate) struct SampleState {
     /// The outputs a wide head learns on for this training sample: its best active outputs
     /// and its labels (empty without a wide head).
     pub(crate) shortlist: Vec<u32>,
+    /// Scratch of the wide head's rare-feature candidates.
+    pub(crate) rare_scratch: Vec<(u32, u32)>,
 }
 
 /// The buffers of a wide head's training step: a sample's feature values and slots, the

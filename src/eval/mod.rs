@@ -200,12 +200,10 @@ impl Network {
         let Some(wide) = &self.wide else {
             return best.iter().map(|b| Top5::from_ranked(b.pairs())).collect();
         };
-        let shortlist = wide.config().shortlist;
         best.par_iter()
             .zip(block)
             .map(|(best, &sample)| {
-                let pairs = best.pairs();
-                let mut candidates = pairs[..shortlist.min(pairs.len())].to_vec();
+                let mut candidates = wide.candidates(data.input(sample), best.pairs());
                 wide.rerank(data.input(sample), &mut candidates);
                 Top5::from_ranked(&candidates)
             })

@@ -73,7 +73,7 @@ pub use negatives::Negatives;
 pub(crate) use ranking::{rank_key, ranks_before};
 pub use retrieval::Retrieval;
 pub use state::{Elem, LayerState, StateSource, StateTensor};
-pub(crate) use state::{MemorySource, read_f32s, write_rows};
+pub(crate) use state::{MemorySource, read_f32s, read_u32s, write_rows};
 use trace::QueryBuffers;
 pub use trace::{LayerBatch, LayerTrace, SelectScratch};
 

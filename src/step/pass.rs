@@ -72,8 +72,7 @@ impl Pass<'_> {
         if let Some(wide) = self.wide {
             let activation = self.layers[self.layers.len() - 1].activation();
             let best = self.best_active::<MAX_SHORTLIST>(output, |p| logit_of(activation, p));
-            let pairs = best.pairs();
-            let mut candidates = pairs[..wide.config().shortlist.min(pairs.len())].to_vec();
+            let mut candidates = wide.candidates(self.data.input(sample), best.pairs());
             wide.rerank(self.data.input(sample), &mut candidates);
             state.top = Top5::from_ranked(&candidates);
             return Ok(());
@@ -129,8 +128,9 @@ impl Pass<'_> {
     }
 
     /// With a wide head, the outputs it learns on for a training sample: the best of its
-    /// active outputs (by probability, which ranks as the logit does) and its labels, into
-    /// the sample's shortlist (left empty without a head).
+    /// active outputs (by probability, which ranks as the logit does), its labels and the
+    /// labels of its rare features (other samples'), into the sample's shortlist (left
+    /// empty without a head).
     fn fill_shortlist(&self, sample: usize, state: &mut SampleState) {
         state.shortlist.clear();
         let Some(wide) = self.wide else {
@@ -142,11 +142,14 @@ impl Pass<'_> {
         let take = wide.config().shortlist.min(pairs.len());
         let shortlist = &mut state.shortlist;
         shortlist.extend(pairs[..take].iter().map(|&(_, id)| id));
-        for &label in self.data.labels(sample) {
+        let labels = self.data.labels(sample);
+        for &label in labels {
             if !shortlist.contains(&label) {
                 shortlist.push(label);
             }
         }
+        let input = self.data.input(sample);
+        wide.add_rare_labels(input, labels, &mut state.rare_scratch, shortlist);
     }
 
     /// The `K` best of `output`'s active outputs, each ranked by `score` of its value.

@@ -43,6 +43,10 @@ impl Network {
         stats: &mut StepStats,
     ) -> Result<()> {
         let sent = self.comm.bytes_sent();
+        // At the first step: the rare features' index (a pass over the training data).
+        if let Some(wide) = self.wide.as_mut() {
+            wide.ensure_rare_index(data);
+        }
         self.run_batch(ws, data, batch, Mode::Train, 0, Reach::Backward)?;
         stats.bytes_sent = self.comm.bytes_sent() - sent;
         fill_batch_stats(self.layers(), ws.batch(), stats);
@@ -110,6 +114,9 @@ impl Network {
             ));
         }
         crate::wide::check_lr(lr)?;
+        if let Some(wide) = self.wide.as_mut() {
+            wide.ensure_rare_index(data);
+        }
         self.run_batch(ws, data, batch, Mode::Train, 0, Reach::Output)?;
         let mut stats = StepStats::default();
         fill_batch_stats(self.layers(), ws.batch(), &mut stats);

@@ -125,6 +125,14 @@ fn settings_out_of_range_are_refused_by_key() {
             shortlist: 65,
             ..Default::default()
         },
+        WideConfig {
+            rare_labels: 65,
+            ..Default::default()
+        },
+        WideConfig {
+            rare_df: 0,
+            ..Default::default()
+        },
     ];
     let keys = [
         "wide.bits",
@@ -132,6 +140,8 @@ fn settings_out_of_range_are_refused_by_key() {
         "wide.lr",
         "wide.weight",
         "wide.shortlist",
+        "wide.rare_labels",
+        "wide.rare_df",
     ];
     for (config, key) in bad.iter().zip(keys) {
         let message = config.validate().unwrap_err().to_string();
@@ -139,4 +149,89 @@ fn settings_out_of_range_are_refused_by_key() {
     }
     assert!(WideConfig::default().validate().is_ok());
     assert_eq!(WideConfig::default().table_bytes(), 64 << 20);
+}
+
+/// Four samples: feature 1 is in three (not rare at `max_df` 2), features 2, 5, 6 and 7 in
+/// one or two. A sample of features {1, 5, 6} draws label 10 from feature 5 and labels 10
+/// and 11 from feature 6 (11 from two samples): 10 and 11 both count 2, the lower first.
+#[test]
+fn rare_features_name_the_labels_they_occur_with() {
+    let mut data = crate::SparseExamples::new();
+    data.push(&[1, 5], &[1.0, 1.0], &[10]);
+    data.push(&[1, 6], &[1.0, 1.0], &[10, 11]);
+    data.push(&[1, 7], &[1.0, 1.0], &[12]);
+    data.push(&[2, 6], &[1.0, 1.0], &[11]);
+    let index = RareIndex::build(&data, 2);
+    let query = |indices: &[u32], skip: &[u32], take: usize, out: Vec<u32>| {
+        let mut out = out;
+        let values = vec![0.5; indices.len()];
+        index.candidates(
+            sparse(indices, &values),
+            skip,
+            take,
+            &mut Vec::new(),
+            &mut out,
+        );
+        out
+    };
+    assert_eq!(query(&[1, 5, 6], &[], 8, vec![]), vec![10, 11]);
+    assert_eq!(query(&[1, 5, 6], &[], 1, vec![]), vec![10]);
+    assert_eq!(query(&[1, 5, 6], &[10], 8, vec![]), vec![11]);
+    // Already there: passed over, and the next one taken instead.
+    assert_eq!(query(&[1, 5, 6, 7], &[], 1, vec![10]), vec![10, 11]);
+    assert_eq!(
+        query(&[1], &[], 8, vec![]),
+        Vec::<u32>::new(),
+        "feature 1 is common"
+    );
+    assert_eq!(
+        query(&[40], &[], 8, vec![]),
+        Vec::<u32>::new(),
+        "never seen"
+    );
+    assert_eq!(query(&[2], &[], 8, vec![]), vec![11]);
+    // With every feature rare, feature 1 adds 10 twice, 11 once and 12 once.
+    let all = RareIndex::build(&data, 3);
+    let mut out = Vec::new();
+    all.candidates(sparse(&[1], &[1.0]), &[], 8, &mut Vec::new(), &mut out);
+    assert_eq!(out, vec![10, 11, 12]);
+    // The parts of a state file give the index back; parts that do not fit are refused.
+    let (starts, entries) = index.to_parts();
+    assert_eq!(
+        RareIndex::from_parts(starts.clone(), &entries),
+        Some(index.clone())
+    );
+    assert_eq!(
+        RareIndex::from_parts(starts.clone(), &entries[..entries.len() - 2]),
+        None
+    );
+    let mut falling = starts;
+    falling[3] = 9;
+    assert_eq!(RareIndex::from_parts(falling, &entries), None);
+}
+
+/// Prediction's candidates: the network's first `shortlist`, then the rare features'
+/// labels not among them, each with the last shortlisted logit; without an index, the
+/// shortlist alone.
+#[test]
+fn rare_labels_join_the_shortlist_at_its_last_logit() {
+    let mut data = crate::SparseExamples::new();
+    data.push(&[3], &[1.0], &[2]);
+    data.push(&[4], &[1.0], &[9]);
+    let mut head = WideHead::new(WideConfig {
+        bits: 12,
+        shortlist: 5,
+        rare_labels: 4,
+        ..WideConfig::default()
+    })
+    .unwrap();
+    let best: Vec<(f32, u32)> = (0..7).map(|k| (10.0 - k as f32, k)).collect();
+    let x = sparse(&[3, 4], &[1.0, 1.0]);
+    assert_eq!(head.candidates(x, &best), best[..5].to_vec());
+    head.ensure_rare_index(&data);
+    assert_eq!(
+        head.candidates(x, &best),
+        [&best[..5], &[(6.0, 9)]].concat(),
+        "label 2 is shortlisted already"
+    );
 }

@@ -387,7 +387,7 @@ fn read_values<S: StateSource + ?Sized, T>(
     Ok(())
 }
 
-fn read_u32s<S: StateSource + ?Sized>(
+pub(crate) fn read_u32s<S: StateSource + ?Sized>(
     source: &mut S,
     name: &str,
     out: &mut [u32],

@@ -354,7 +354,8 @@ impl Network {
                 )));
             }
             crate::layer::read_f32s(source, WIDE_TABLE, wide.table_mut())?;
-            read_rare_index(wide, scalars.step, source)?;
+            let outputs = self.layers.last().map_or(0, SparseLayer::out_dim);
+            read_rare_index(wide, scalars.step, outputs, source)?;
         }
         for (i, layer) in self.layers.iter_mut().enumerate() {
             let mut prefixed = Prefixed {
@@ -403,12 +404,14 @@ impl Network {
     }
 }
 
-/// Reads the wide head's rare-feature index from `source` where it has one. A head that
-/// takes rare labels and has trained (`step` above 0) must find it there: its prediction
-/// depends on it (a state from before rare labels is refused rather than read without).
+/// Reads the wide head's rare-feature index from `source` where it has one, refusing one
+/// that names a label beyond the `outputs` of the output layer. A head that takes rare
+/// labels and has trained (`step` above 0) must find it there: its prediction depends on
+/// it (a state from before rare labels is refused rather than read without).
 fn read_rare_index<S: StateSource + ?Sized>(
     wide: &mut WideHead,
     step: u64,
+    outputs: usize,
     source: &mut S,
 ) -> std::result::Result<(), S::Error> {
     let fail = |reason: String| S::Error::from(config_error("network state", reason));
@@ -435,6 +438,12 @@ fn read_rare_index<S: StateSource + ?Sized>(
             "{WIDE_RARE_STARTS} does not index {WIDE_RARE_ENTRIES}"
         ))
     })?;
+    if index.label_bound() > outputs {
+        return Err(fail(format!(
+            "{WIDE_RARE_ENTRIES} names label {} of a layer of {outputs} outputs",
+            index.label_bound() - 1
+        )));
+    }
     wide.set_rare_index(index);
     Ok(())
 }

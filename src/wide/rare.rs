@@ -70,6 +70,11 @@ impl RareIndex {
         self.labels.is_empty()
     }
 
+    /// One more than the largest label the index names (0 when empty).
+    pub fn label_bound(&self) -> usize {
+        self.labels.iter().max().map_or(0, |&l| l as usize + 1)
+    }
+
     /// Appends to `out` up to `take` labels for `input`, best first: the sum over its rare
     /// features of each label's count, ties to the lower label; labels in `skip` or
     /// already in `out` are passed over. `scratch` is reused between calls.

@@ -201,6 +201,7 @@ fn rare_features_name_the_labels_they_occur_with() {
         RareIndex::from_parts(starts.clone(), &entries),
         Some(index.clone())
     );
+    assert_eq!(index.label_bound(), 13, "labels 10 to 12");
     assert_eq!(
         RareIndex::from_parts(starts.clone(), &entries[..entries.len() - 2]),
         None

@@ -316,7 +316,7 @@ impl Network {
             return crate::layer::write_rows(std::iter::once(wide.table()), f32::to_le_bytes, sink);
         }
         if let Some(values) = rare_part(self.wide.as_ref().and_then(WideHead::rare_index), name) {
-            return crate::layer::write_rows(std::iter::once(&values[..]), u32::to_le_bytes, sink);
+            return crate::layer::write_rows(std::iter::once(values), u32::to_le_bytes, sink);
         }
         let (layer, rest) = split_layer_name(name)
             .filter(|&(i, _)| i < self.layers.len())
@@ -433,7 +433,7 @@ fn read_rare_index<S: StateSource + ?Sized>(
     );
     crate::layer::read_u32s(source, WIDE_RARE_STARTS, &mut starts)?;
     crate::layer::read_u32s(source, WIDE_RARE_ENTRIES, &mut entries)?;
-    let index = RareIndex::from_parts(starts, &entries).ok_or_else(|| {
+    let index = RareIndex::from_parts(starts, entries).ok_or_else(|| {
         fail(format!(
             "{WIDE_RARE_STARTS} does not index {WIDE_RARE_ENTRIES}"
         ))

@@ -8,8 +8,8 @@ use crate::wide::RareIndex;
 
 /// The wide head's tensor in a network's state.
 pub(crate) const WIDE_TABLE: &str = "wide.table";
-/// The wide head's rare-feature index ([`RareIndex::to_parts`]): row starts, then
-/// interleaved labels and counts.
+/// The wide head's rare-feature index: [`RareIndex::starts`], then
+/// [`RareIndex::entries`].
 pub(crate) const WIDE_RARE_STARTS: &str = "wide.rare.starts";
 pub(crate) const WIDE_RARE_ENTRIES: &str = "wide.rare.entries";
 
@@ -56,17 +56,11 @@ impl StateSource for MemorySource<'_> {
 
     fn read(&mut self, name: &str, offset: usize, out: &mut [u8]) -> Result<()> {
         if name == WIDE_TABLE {
-            let from = (offset / 4).min(self.0.wide.len());
-            for (o, w) in out.chunks_exact_mut(4).zip(&self.0.wide[from..]) {
-                o.copy_from_slice(&w.to_le_bytes());
-            }
+            copy_le(&self.0.wide, offset, out, f32::to_le_bytes);
             return Ok(());
         }
         if let Some(values) = rare_part(self.0.wide_rare.as_ref(), name) {
-            let from = (offset / 4).min(values.len());
-            for (o, v) in out.chunks_exact_mut(4).zip(&values[from..]) {
-                o.copy_from_slice(&v.to_le_bytes());
-            }
+            copy_le(values, offset, out, u32::to_le_bytes);
             return Ok(());
         }
         let layer =
@@ -82,12 +76,19 @@ impl StateSource for MemorySource<'_> {
 }
 
 /// The part of `index` a rare-index tensor `name` holds, if `name` is one.
-pub(crate) fn rare_part(index: Option<&RareIndex>, name: &str) -> Option<Vec<u32>> {
-    let (starts, entries) = index?.to_parts();
+pub(crate) fn rare_part<'a>(index: Option<&'a RareIndex>, name: &str) -> Option<&'a [u32]> {
     match name {
-        WIDE_RARE_STARTS => Some(starts),
-        WIDE_RARE_ENTRIES => Some(entries),
+        WIDE_RARE_STARTS => Some(index?.starts()),
+        WIDE_RARE_ENTRIES => Some(index?.entries()),
         _ => None,
+    }
+}
+
+/// `values` from byte `offset` on, little-endian, into `out` (as far as both go).
+fn copy_le<T: Copy>(values: &[T], offset: usize, out: &mut [u8], le: fn(T) -> [u8; 4]) {
+    let from = (offset / 4).min(values.len());
+    for (o, &v) in out.chunks_exact_mut(4).zip(&values[from..]) {
+        o.copy_from_slice(&le(v));
     }
 }
 

@@ -311,9 +311,10 @@ fn rare_labels_reach_what_the_shortlist_misses() {
     assert!(message.contains("wide.rare.starts"), "{message}");
     // An index naming a label beyond the output layer is refused, naming it.
     let mut bad = with.export_state();
-    let (starts, mut entries) = bad.wide_rare.as_ref().unwrap().to_parts();
+    let index = bad.wide_rare.as_ref().unwrap();
+    let (starts, mut entries) = (index.starts().to_vec(), index.entries().to_vec());
     entries[0] = 999;
-    bad.wide_rare = slide::wide::RareIndex::from_parts(starts, &entries);
+    bad.wide_rare = slide::wide::RareIndex::from_parts(starts, entries);
     let message = restored.import_state(&bad).unwrap_err().to_string();
     assert!(message.contains("label 999"), "{message}");
 }

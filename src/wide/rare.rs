@@ -17,13 +17,13 @@ use slide_lsh::Vector;
 use crate::data::Examples;
 
 /// For each rare feature, its labels and how many training samples have both: a
-/// compressed-rows table (`starts[f]..starts[f + 1]` index `labels` and `counts`; empty for
-/// a feature that is not rare).
+/// compressed-rows table whose entries are `(label, count)` pairs stored flat, as a state
+/// file holds them (`starts[f]..starts[f + 1]` index the pairs of feature `f`; empty for a
+/// feature that is not rare).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RareIndex {
     starts: Vec<u32>,
-    labels: Vec<u32>,
-    counts: Vec<u32>,
+    entries: Vec<u32>,
 }
 
 impl RareIndex {
@@ -56,8 +56,7 @@ impl RareIndex {
         for run in pairs.chunk_by(|a, b| a == b) {
             let (feature, label) = run[0];
             index.starts[feature as usize + 1] += 1;
-            index.labels.push(label);
-            index.counts.push(run.len() as u32);
+            index.entries.extend([label, run.len() as u32]);
         }
         for f in 1..index.starts.len() {
             index.starts[f] += index.starts[f - 1];
@@ -67,12 +66,16 @@ impl RareIndex {
 
     /// Whether no feature is rare.
     pub fn is_empty(&self) -> bool {
-        self.labels.is_empty()
+        self.entries.is_empty()
     }
 
     /// One more than the largest label the index names (0 when empty).
     pub fn label_bound(&self) -> usize {
-        self.labels.iter().max().map_or(0, |&l| l as usize + 1)
+        self.entries
+            .iter()
+            .step_by(2)
+            .max()
+            .map_or(0, |&l| l as usize + 1)
     }
 
     /// Appends to `out` up to `take` labels for `input`, best first: the sum over its rare
@@ -89,13 +92,9 @@ impl RareIndex {
         scratch.clear();
         input.for_each_nonzero(|j, _| {
             if j + 1 < self.starts.len() {
-                let range = self.starts[j] as usize..self.starts[j + 1] as usize;
-                scratch.extend(
-                    self.labels[range.clone()]
-                        .iter()
-                        .zip(&self.counts[range])
-                        .map(|(&l, &c)| (l, c)),
-                );
+                let pairs =
+                    &self.entries[2 * self.starts[j] as usize..2 * self.starts[j + 1] as usize];
+                scratch.extend(pairs.chunks_exact(2).map(|p| (p[0], p[1])));
             }
         });
         if scratch.is_empty() {
@@ -127,21 +126,19 @@ impl RareIndex {
         }
     }
 
-    /// The table as two flat arrays for a state file: the row starts, then each entry's
-    /// label and count interleaved.
-    pub fn to_parts(&self) -> (Vec<u32>, Vec<u32>) {
-        let entries = self
-            .labels
-            .iter()
-            .zip(&self.counts)
-            .flat_map(|(&l, &c)| [l, c])
-            .collect();
-        (self.starts.clone(), entries)
+    /// The row starts, for a state file: feature `f`'s pairs are `starts[f]..starts[f + 1]`.
+    pub fn starts(&self) -> &[u32] {
+        &self.starts
     }
 
-    /// The index [`Self::to_parts`] wrote, checked: the starts must rise from 0 to the
-    /// entry count; `None` where they do not.
-    pub fn from_parts(starts: Vec<u32>, entries: &[u32]) -> Option<Self> {
+    /// The `(label, count)` pairs stored flat, for a state file.
+    pub fn entries(&self) -> &[u32] {
+        &self.entries
+    }
+
+    /// The index whose [`Self::starts`] and [`Self::entries`] a state file held, checked:
+    /// the starts must rise from 0 to the pair count; `None` where they do not.
+    pub fn from_parts(starts: Vec<u32>, entries: Vec<u32>) -> Option<Self> {
         let n = entries.len() / 2;
         let rising = starts.windows(2).all(|w| w[0] <= w[1]);
         if !entries.len().is_multiple_of(2)
@@ -151,10 +148,6 @@ impl RareIndex {
         {
             return None;
         }
-        Some(RareIndex {
-            starts,
-            labels: entries.iter().step_by(2).copied().collect(),
-            counts: entries.iter().skip(1).step_by(2).copied().collect(),
-        })
+        Some(RareIndex { starts, entries })
     }
 }

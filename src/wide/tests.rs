@@ -196,19 +196,19 @@ fn rare_features_name_the_labels_they_occur_with() {
     all.candidates(sparse(&[1], &[1.0]), &[], 8, &mut Vec::new(), &mut out);
     assert_eq!(out, vec![10, 11, 12]);
     // The parts of a state file give the index back; parts that do not fit are refused.
-    let (starts, entries) = index.to_parts();
+    let (starts, entries) = (index.starts().to_vec(), index.entries().to_vec());
     assert_eq!(
-        RareIndex::from_parts(starts.clone(), &entries),
+        RareIndex::from_parts(starts.clone(), entries.clone()),
         Some(index.clone())
     );
     assert_eq!(index.label_bound(), 13, "labels 10 to 12");
     assert_eq!(
-        RareIndex::from_parts(starts.clone(), &entries[..entries.len() - 2]),
+        RareIndex::from_parts(starts.clone(), entries[..entries.len() - 2].to_vec()),
         None
     );
     let mut falling = starts;
     falling[3] = 9;
-    assert_eq!(RareIndex::from_parts(falling, &entries), None);
+    assert_eq!(RareIndex::from_parts(falling, entries), None);
 }
 
 /// Prediction's candidates: the network's first `shortlist`, then the rare features'

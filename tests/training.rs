@@ -1589,6 +1589,97 @@ fn a_pool_gives_each_sample_its_own_best_shared_negatives_in(storage: Storage) {
     assert_eq!(picked, sorted(best_of(&layer, &pool, &x1, 3)));
 }
 
+/// With `shared_pool_inputs`, a sample scores the pool with only its largest inputs by
+/// magnitude (ties: the lower index): its shared negatives are the pool's best for the input
+/// cut down to them, in training and in LSH-mode evaluation; an input with no more nonzero
+/// entries than that is scored whole; a dense or a sparse input alike. Without a pool the
+/// setting is refused.
+#[test]
+fn a_pool_can_be_scored_with_a_samples_largest_inputs() {
+    for storage in STORAGES {
+        let mut config = sampled(30, Activation::Softmax, 8);
+        (config.weights, config.moments) = storage;
+        if let Some(lsh) = &mut config.lsh {
+            (lsh.negatives.shared_negatives, lsh.negatives.shared_pool) = (3, 12);
+            lsh.negatives.shared_pool_inputs = 2;
+        }
+        let mut layer = slide::SparseLayer::new(6, &config, 5).unwrap();
+        let mean = [0.5, 0.0, 1.0, 0.25, 0.0, 0.75];
+        layer.refresh_mean_input(&mean);
+        let pool = layer.export_state().shared;
+        let mut scratch = layer.select_scratch();
+        let mut trace = slide::LayerTrace::new();
+        let mut shared_of = |input: slide::lsh::Vector<'_>, mode: Mode| -> Vec<u32> {
+            let rng = &mut slide::sample_rng(3);
+            layer
+                .select_active(input, &[], mode, rng, &mut scratch, &mut trace)
+                .unwrap();
+            layer.forward(input, &mut trace).unwrap();
+            assert_eq!(trace.sources().forced, 3, "{mode:?}");
+            let mut shared: Vec<u32> = trace.ids().take(3).collect();
+            shared.sort_unstable();
+            shared
+        };
+        let best = |x: &[f32]| {
+            let mut ids = best_of(&layer, &pool, x, 3);
+            ids.sort_unstable();
+            ids
+        };
+        // The two largest of x1 are inputs 3 and 0; of x2 (a tie at 1.0 in magnitude), 1
+        // and 2, not 4.
+        let x1 = [1.5, -0.5, 0.0, 2.0, 0.0, 0.25];
+        let x2 = [0.0, -1.0, 1.0, 0.25, 1.0, 0.0];
+        let cut = [
+            [1.5, 0.0, 0.0, 2.0, 0.0, 0.0],
+            [0.0, -1.0, 1.0, 0.0, 0.0, 0.0],
+        ];
+        for (x, cut) in [x1, x2].iter().zip(&cut) {
+            let dense = slide::lsh::Vector::Dense(x);
+            assert_eq!(shared_of(dense, Mode::Train), best(cut), "{x:?}");
+            assert_eq!(shared_of(dense, Mode::EvalLsh), best(cut), "{x:?}");
+            let (indices, values): (Vec<u32>, Vec<f32>) = x
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| **v != 0.0)
+                .map(|(i, &v)| (i as u32, v))
+                .unzip();
+            let sparse = slide::lsh::Vector::Sparse {
+                indices: &indices,
+                values: &values,
+            };
+            assert_eq!(shared_of(sparse, Mode::Train), best(cut), "{x:?} (sparse)");
+        }
+        // Two nonzero entries: scored whole.
+        let few = [0.0, 0.0, 0.7, 0.0, -0.3, 0.0];
+        assert_eq!(
+            shared_of(slide::lsh::Vector::Dense(&few), Mode::Train),
+            best(&few)
+        );
+        // The cut changes the choice for some of these inputs (else this test could not
+        // tell the setting from its absence).
+        assert!(
+            [x1, x2]
+                .iter()
+                .zip(&cut)
+                .any(|(x, cut)| best(x) != best(cut)),
+            "{storage:?}"
+        );
+    }
+    let mut config = sampled(30, Activation::Softmax, 8);
+    if let Some(lsh) = &mut config.lsh {
+        (lsh.negatives.shared_negatives, lsh.negatives.shared_pool) = (3, 3);
+        lsh.negatives.shared_pool_inputs = 2;
+    }
+    let Err(e) = slide::SparseLayer::new(6, &config, 5) else {
+        panic!("shared_pool_inputs without a pool was accepted");
+    };
+    assert!(
+        e.to_string()
+            .contains("shared_pool_inputs needs a shared_pool"),
+        "{e}"
+    );
+}
+
 /// A pool larger than the layer, or one with no shared negatives to pick, is refused.
 #[test]
 fn a_pool_must_fit_the_layer_and_have_shared_negatives_to_pick() {

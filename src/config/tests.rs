@@ -89,6 +89,16 @@ fn a_pool_is_part_of_the_architecture_when_it_is_used() {
     assert_ne!(hash(17), hash(0));
     let described = with_pool(40).describe();
     assert!(described.contains(&("layers.1.lsh.shared_pool".to_string(), "40".to_string())));
+    // How a sample scores the pool is named but not hashed: it holds no weights.
+    let mut fewer_inputs = with_pool(40);
+    if let Some(lsh) = &mut fewer_inputs.layers[1].lsh {
+        lsh.negatives.shared_pool_inputs = 8;
+    }
+    assert!(fewer_inputs.describe().contains(&(
+        "layers.1.lsh.shared_pool_inputs".to_string(),
+        "8".to_string()
+    )));
+    assert_eq!(fewer_inputs.architecture_hash(), hash(40));
     assert!(
         !with_pool(0)
             .describe()

@@ -421,6 +421,9 @@ impl SparseLayer {
                 forced: Vec::with_capacity(1024 + lsh.config.negatives.shared_negatives),
                 pool_logits: Vec::with_capacity(lsh.shared_len),
                 pool_keys: Vec::with_capacity(lsh.shared_len),
+                input_keys: Vec::with_capacity(pool_input_room(lsh, self.in_dim)),
+                input_indices: Vec::with_capacity(pool_input_room(lsh, self.in_dim)),
+                input_values: Vec::with_capacity(pool_input_room(lsh, self.in_dim)),
                 centered: Vec::with_capacity(if lsh.config.retrieval.center_queries {
                     self.in_dim
                 } else {
@@ -429,5 +432,15 @@ impl SparseLayer {
             }),
             shape: (self.in_dim, self.out_dim),
         }
+    }
+}
+
+/// Room for a sample's inputs in the scratch of a layer whose pool is scored with only its
+/// largest inputs (`Negatives::shared_pool_inputs`): every input may be nonzero.
+fn pool_input_room(lsh: &LshState, in_dim: usize) -> usize {
+    if lsh.config.negatives.shared_pool_inputs > 0 {
+        in_dim
+    } else {
+        0
     }
 }

@@ -67,6 +67,13 @@ pub struct Negatives {
     /// negatives from a pool". Read from a config file with the layer's width, a pool
     /// wider than the layer is the whole layer, so one recipe serves any label count.
     pub shared_pool: usize,
+    /// With a pool, a sample scores it with only this many of its inputs, those largest in
+    /// magnitude (ties: the lower index), when it has more nonzero ones; 0: with all of
+    /// them. The pool's scores only choose a sample's hard negatives among the pool, and a
+    /// ReLU layer's largest outputs carry most of each score: at 512 hidden units on the
+    /// Debian sets (docs/real-data.md) 64 of about 250 nonzero inputs choose as well as all
+    /// of them, at a fifth of the multiply-adds. Needs a pool.
+    pub shared_pool_inputs: usize,
     /// Training steps between two scorings of every neuron for the batch's mean input,
     /// which choose the shared negatives (or their pool) anew; in between they are
     /// re-ranked with the latest batch's labels. One scoring reads the whole weight
@@ -90,6 +97,7 @@ impl Default for Negatives {
             shared_negatives: 0,
             shared_shift: 0.0,
             shared_pool: 0,
+            shared_pool_inputs: 0,
             shared_refresh: DEFAULT_SHARED_REFRESH,
         }
     }
@@ -120,6 +128,13 @@ impl Negatives {
                 "shared_pool needs shared_negatives: it is what each sample picks them from"
                     .to_string(),
             );
+        }
+        if self.shared_pool_inputs > 0 && !self.pooled() {
+            return fail(format!(
+                "shared_pool_inputs needs a shared_pool larger than shared_negatives ({}): \
+                 it is how a sample scores the pool",
+                self.shared_negatives
+            ));
         }
         Ok(())
     }

@@ -75,7 +75,19 @@ impl SparseLayer {
             // input: candidates for every sample, in training and in LSH-mode evaluation;
             // with a pool, the ones of it that score highest for this input.
             if lsh.pooled() {
-                let best = self.best_of_pool(lsh, input, &mut b.pool_logits, &mut b.pool_keys);
+                let most = lsh.config.negatives.shared_pool_inputs;
+                // A dense input's largest entries still score by the pool's columns.
+                let (query, by_columns) = if most > 0 && input.nnz() > most {
+                    let (keys, indices, values) =
+                        (&mut b.input_keys, &mut b.input_indices, &mut b.input_values);
+                    largest_inputs(input, most, keys, indices, values);
+                    let dense = matches!(input, Vector::Dense(_));
+                    (Vector::Sparse { indices, values }, dense)
+                } else {
+                    (input, false)
+                };
+                let (logits, keys) = (&mut b.pool_logits, &mut b.pool_keys);
+                let best = self.best_of_pool(lsh, query, by_columns, logits, keys);
                 b.forced.extend(best);
             } else {
                 b.forced.extend_from_slice(&lsh.shared);
@@ -307,12 +319,13 @@ impl SparseLayer {
     /// The ids of the [`shared_negatives`](crate::Negatives::shared_negatives) members of
     /// the pool (see [`Negatives::shared_pool`](crate::Negatives::shared_pool)) that score
     /// highest for `input` (ties: the lower id), in no particular order, from the pool's
-    /// copied weights (a dense input) or the layer's own rows (a sparse one); `logits` and
-    /// `keys` are scratch.
+    /// copied weights (a dense input, or with `by_columns` the chosen entries of one) or the
+    /// layer's own rows (a sparse one); `logits` and `keys` are scratch.
     fn best_of_pool<'s>(
         &self,
         lsh: &LshState,
         input: Vector<'_>,
+        by_columns: bool,
         logits: &mut Vec<f32>,
         keys: &'s mut Vec<u64>,
     ) -> impl Iterator<Item = u32> + 's {
@@ -334,6 +347,21 @@ impl SparseLayer {
                         };
                         k.axpy_row(v, col, logits);
                     }
+                }
+            }
+            // A dense input's largest entries (`shared_pool_inputs`): their columns, in
+            // input order, as the whole input's would be added.
+            Vector::Sparse { indices, values } if by_columns => {
+                logits.extend_from_slice(&lsh.pool_bias);
+                let bf16 = !lsh.pool_cols_bf16.is_empty();
+                for (&i, &v) in indices.iter().zip(values) {
+                    let at = i as usize * len..(i as usize + 1) * len;
+                    let col = if bf16 {
+                        Values::Bf16(&lsh.pool_cols_bf16[at])
+                    } else {
+                        Values::F32(&lsh.pool_cols[at])
+                    };
+                    k.axpy_row(v, col, logits);
                 }
             }
             Vector::Sparse { .. } => logits.extend(
@@ -397,6 +425,38 @@ impl SparseLayer {
             }
         };
         macs as u64
+    }
+}
+
+/// The `most` entries of `input` largest in magnitude (ties: the lower index), in index
+/// order, into `indices` and `values`; `keys` is scratch. Zeros are never taken.
+fn largest_inputs(
+    input: Vector<'_>,
+    most: usize,
+    keys: &mut Vec<u64>,
+    indices: &mut Vec<u32>,
+    values: &mut Vec<f32>,
+) {
+    keys.clear();
+    // The magnitude's bits order as the magnitude does; inverted, the largest sorts first,
+    // and the index below them breaks ties towards the lower one.
+    input.for_each_nonzero(|i, v| {
+        keys.push((u64::from(!v.abs().to_bits()) << 32) | i as u64);
+    });
+    if most < keys.len() {
+        keys.select_nth_unstable(most);
+        keys.truncate(most);
+    }
+    keys.sort_unstable_by_key(|&key| key as u32);
+    indices.clear();
+    values.clear();
+    for &key in keys.iter() {
+        let i = key as u32;
+        indices.push(i);
+        values.push(match input {
+            Vector::Dense(x) => x[i as usize],
+            Vector::Sparse { indices, values } => values[indices.partition_point(|&j| j < i)],
+        });
     }
 }
 

@@ -148,6 +148,11 @@ pub(crate) struct QueryBuffers {
     /// `Negatives::shared_pool`).
     pub(crate) pool_logits: Vec<f32>,
     pub(crate) pool_keys: Vec<u64>,
+    /// The inputs a sample scores the pool with when it takes only its largest (see
+    /// `Negatives::shared_pool_inputs`): selection keys, then the chosen indices and values.
+    pub(crate) input_keys: Vec<u64>,
+    pub(crate) input_indices: Vec<u32>,
+    pub(crate) input_values: Vec<f32>,
     /// A centered query.
     pub(crate) centered: Vec<f32>,
 }

@@ -28,6 +28,7 @@ fn everything_set() -> LshConfig {
             shared_negatives: 4,
             shared_shift: 0.5,
             shared_pool: 16,
+            shared_pool_inputs: 3,
             shared_refresh: 32,
         },
         warmup: Some(Warmup {
@@ -80,6 +81,7 @@ fn describe_keeps_the_names_and_values_checkpoints_recorded() {
             "center_queries=true",
             "shared_pool=16",
             "shared_shift=0.5",
+            "shared_pool_inputs=3",
             "shared_refresh=32",
             "warmup_random=8",
             "warmup_steps=100",

@@ -52,6 +52,7 @@ mod lsh_state;
 mod negatives;
 pub mod passes;
 mod picks;
+mod pool;
 mod ranking;
 mod retrieval;
 pub mod state;
@@ -74,8 +75,8 @@ pub(crate) use ranking::{rank_key, ranks_before};
 pub use retrieval::Retrieval;
 pub use state::{Elem, LayerState, StateSource, StateTensor};
 pub(crate) use state::{MemorySource, read_f32s, read_u32s, write_rows};
-use trace::QueryBuffers;
 pub use trace::{LayerBatch, LayerTrace, SelectScratch};
+use trace::{PoolScratch, QueryBuffers};
 
 use crate::error::{Result, SlideError, config_error};
 use crate::kernels::Values;
@@ -419,11 +420,13 @@ impl SparseLayer {
                 codes: CodeBuffer::for_family(&lsh.family),
                 query: QueryScratch::for_tables(&lsh.tables),
                 forced: Vec::with_capacity(1024 + lsh.config.negatives.shared_negatives),
-                pool_logits: Vec::with_capacity(lsh.shared_len),
-                pool_keys: Vec::with_capacity(lsh.shared_len),
-                input_keys: Vec::with_capacity(pool_input_room(lsh, self.in_dim)),
-                input_indices: Vec::with_capacity(pool_input_room(lsh, self.in_dim)),
-                input_values: Vec::with_capacity(pool_input_room(lsh, self.in_dim)),
+                pool: PoolScratch {
+                    logits: Vec::with_capacity(lsh.shared_len),
+                    keys: Vec::with_capacity(lsh.shared_len),
+                    input_keys: Vec::with_capacity(lsh.pool_input_room(self.in_dim)),
+                    indices: Vec::with_capacity(lsh.pool_input_room(self.in_dim)),
+                    values: Vec::with_capacity(lsh.pool_input_room(self.in_dim)),
+                },
                 centered: Vec::with_capacity(if lsh.config.retrieval.center_queries {
                     self.in_dim
                 } else {
@@ -432,15 +435,5 @@ impl SparseLayer {
             }),
             shape: (self.in_dim, self.out_dim),
         }
-    }
-}
-
-/// Room for a sample's inputs in the scratch of a layer whose pool is scored with only its
-/// largest inputs (`Negatives::shared_pool_inputs`): every input may be nonzero.
-fn pool_input_room(lsh: &LshState, in_dim: usize) -> usize {
-    if lsh.config.negatives.shared_pool_inputs > 0 {
-        in_dim
-    } else {
-        0
     }
 }

@@ -6,11 +6,9 @@ use slide_lsh::{CodeBuffer, HashFamily, SampleCounts, Sampling, Vector};
 
 use super::activation::{sigmoid, softmax_in_place};
 use super::trace::SelectScratch;
-use super::{
-    Activation, LayerTrace, LshState, Mode, SampleRng, SparseLayer, WeightLayout, rank_key,
-};
+use super::{Activation, LayerTrace, LshState, Mode, SampleRng, SparseLayer, WeightLayout};
 use crate::error::{Result, SlideError};
-use crate::kernels::{Kernels, PREFETCH_AHEAD, Values, kernels, prefetch_values, sparse_dot_row};
+use crate::kernels::{Kernels, PREFETCH_AHEAD, kernels, prefetch_values, sparse_dot_row};
 
 impl SparseLayer {
     /// Picks one sample's active neurons for `input` into `trace`: in [`Mode::Train`] and
@@ -75,20 +73,7 @@ impl SparseLayer {
             // input: candidates for every sample, in training and in LSH-mode evaluation;
             // with a pool, the ones of it that score highest for this input.
             if lsh.pooled() {
-                let most = lsh.config.negatives.shared_pool_inputs;
-                // A dense input's largest entries still score by the pool's columns.
-                let (query, by_columns) = if most > 0 && input.nnz() > most {
-                    let (keys, indices, values) =
-                        (&mut b.input_keys, &mut b.input_indices, &mut b.input_values);
-                    largest_inputs(input, most, keys, indices, values);
-                    let dense = matches!(input, Vector::Dense(_));
-                    (Vector::Sparse { indices, values }, dense)
-                } else {
-                    (input, false)
-                };
-                let (logits, keys) = (&mut b.pool_logits, &mut b.pool_keys);
-                let best = self.best_of_pool(lsh, query, by_columns, logits, keys);
-                b.forced.extend(best);
+                self.add_pool_negatives(lsh, input, &mut b.pool, &mut b.forced);
             } else {
                 b.forced.extend_from_slice(&lsh.shared);
             }
@@ -316,74 +301,6 @@ impl SparseLayer {
             }
     }
 
-    /// The ids of the [`shared_negatives`](crate::Negatives::shared_negatives) members of
-    /// the pool (see [`Negatives::shared_pool`](crate::Negatives::shared_pool)) that score
-    /// highest for `input` (ties: the lower id), in no particular order, from the pool's
-    /// copied weights (a dense input, or with `by_columns` the chosen entries of one) or the
-    /// layer's own rows (a sparse one); `logits` and `keys` are scratch.
-    fn best_of_pool<'s>(
-        &self,
-        lsh: &LshState,
-        input: Vector<'_>,
-        by_columns: bool,
-        logits: &mut Vec<f32>,
-        keys: &'s mut Vec<u64>,
-    ) -> impl Iterator<Item = u32> + 's {
-        let k = kernels();
-        let len = lsh.shared.len();
-        logits.clear();
-        match input {
-            Vector::Dense(x) => {
-                logits.extend_from_slice(&lsh.pool_bias);
-                let bf16 = !lsh.pool_cols_bf16.is_empty();
-                for (i, &v) in x.iter().enumerate() {
-                    // ReLU inputs are often zero: those inputs add nothing.
-                    if v != 0.0 {
-                        let at = i * len..(i + 1) * len;
-                        let col = if bf16 {
-                            Values::Bf16(&lsh.pool_cols_bf16[at])
-                        } else {
-                            Values::F32(&lsh.pool_cols[at])
-                        };
-                        k.axpy_row(v, col, logits);
-                    }
-                }
-            }
-            // A dense input's largest entries (`shared_pool_inputs`): their columns, in
-            // input order, as the whole input's would be added.
-            Vector::Sparse { indices, values } if by_columns => {
-                logits.extend_from_slice(&lsh.pool_bias);
-                let bf16 = !lsh.pool_cols_bf16.is_empty();
-                for (&i, &v) in indices.iter().zip(values) {
-                    let at = i as usize * len..(i as usize + 1) * len;
-                    let col = if bf16 {
-                        Values::Bf16(&lsh.pool_cols_bf16[at])
-                    } else {
-                        Values::F32(&lsh.pool_cols[at])
-                    };
-                    k.axpy_row(v, col, logits);
-                }
-            }
-            Vector::Sparse { .. } => logits.extend(
-                lsh.shared
-                    .iter()
-                    .map(|&j| self.neuron_logit(k, j as usize, input)),
-            ),
-        }
-        keys.clear();
-        keys.extend(
-            logits
-                .iter()
-                .zip(&lsh.shared)
-                .map(|(&z, &j)| rank_key(z, j)),
-        );
-        let take = lsh.config.negatives.shared_negatives.min(keys.len());
-        if take < keys.len() {
-            keys.select_nth_unstable(take);
-        }
-        keys[..take].iter().map(|&key| key as u32)
-    }
-
     /// The gradient on the input's entries from the gradient on the active pre-activations
     /// in `trace`: `out[p] = sum_j delta_j w[j][i_p]` over the active neurons `j`, for every
     /// entry `p` of `input` (each index of a dense input, each nonzero of a sparse one).
@@ -425,38 +342,6 @@ impl SparseLayer {
             }
         };
         macs as u64
-    }
-}
-
-/// The `most` entries of `input` largest in magnitude (ties: the lower index), in index
-/// order, into `indices` and `values`; `keys` is scratch. Zeros are never taken.
-fn largest_inputs(
-    input: Vector<'_>,
-    most: usize,
-    keys: &mut Vec<u64>,
-    indices: &mut Vec<u32>,
-    values: &mut Vec<f32>,
-) {
-    keys.clear();
-    // The magnitude's bits order as the magnitude does; inverted, the largest sorts first,
-    // and the index below them breaks ties towards the lower one.
-    input.for_each_nonzero(|i, v| {
-        keys.push((u64::from(!v.abs().to_bits()) << 32) | i as u64);
-    });
-    if most < keys.len() {
-        keys.select_nth_unstable(most);
-        keys.truncate(most);
-    }
-    keys.sort_unstable_by_key(|&key| key as u32);
-    indices.clear();
-    values.clear();
-    for &key in keys.iter() {
-        let i = key as u32;
-        indices.push(i);
-        values.push(match input {
-            Vector::Dense(x) => x[i as usize],
-            Vector::Sparse { indices, values } => values[indices.partition_point(|&j| j < i)],
-        });
     }
 }
 

@@ -144,17 +144,23 @@ pub(crate) struct QueryBuffers {
     /// The forced ids of one query: labels, then the layer's shared negatives (the
     /// sample's own, with a pool).
     pub(crate) forced: Vec<u32>,
-    /// A pool's scores for one sample, and as sort keys with their ids (see
-    /// `Negatives::shared_pool`).
-    pub(crate) pool_logits: Vec<f32>,
-    pub(crate) pool_keys: Vec<u64>,
-    /// The inputs a sample scores the pool with when it takes only its largest (see
-    /// `Negatives::shared_pool_inputs`): selection keys, then the chosen indices and values.
-    pub(crate) input_keys: Vec<u64>,
-    pub(crate) input_indices: Vec<u32>,
-    pub(crate) input_values: Vec<f32>,
+    /// A pool's scoring of one sample (see `Negatives::shared_pool`).
+    pub(crate) pool: PoolScratch,
     /// A centered query.
     pub(crate) centered: Vec<f32>,
+}
+
+/// The buffers of one sample's scoring of a pool of shared negatives.
+#[derive(Debug, Default)]
+pub(crate) struct PoolScratch {
+    /// The pool's scores, and as sort keys with their ids.
+    pub(crate) logits: Vec<f32>,
+    pub(crate) keys: Vec<u64>,
+    /// The inputs the pool is scored with when only the largest count
+    /// (`Negatives::shared_pool_inputs`): selection keys, then their indices and values.
+    pub(crate) input_keys: Vec<u64>,
+    pub(crate) indices: Vec<u32>,
+    pub(crate) values: Vec<f32>,
 }
 
 /// The samples of a batch as one layer saw them: each sample's input to the layer and its

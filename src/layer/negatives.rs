@@ -152,14 +152,24 @@ impl Negatives {
 
     /// As read from a config file for a layer of `width` neurons (`None`: not known): a
     /// pool at least as wide as the layer is every output (a recipe made for 670K labels
-    /// runs on 591).
+    /// runs on 591), and a layer no wider than its shared negatives keeps no pool and no
+    /// [`shared_pool_inputs`](Self::shared_pool_inputs) (the recipe runs on 100 labels).
     #[cfg(feature = "serde")]
     pub(crate) fn for_width(self, width: Option<usize>) -> Self {
         let shared_pool = width.map_or(self.shared_pool, |w| self.shared_pool.min(w));
-        Negatives {
+        let fitted = Negatives {
             shared_pool,
             ..self
+        };
+        // A layer no wider than its shared negatives has no pool to score: how a sample
+        // would score it goes with it.
+        if self.pooled() && !fitted.pooled() {
+            return Negatives {
+                shared_pool_inputs: 0,
+                ..fitted
+            };
         }
+        fitted
     }
 
     /// The shared negatives and their pool split by `part`, as one rank of a sharded layer

@@ -143,6 +143,30 @@ fn shared_shift_is_a_fraction_and_the_pool_fits_the_layer() {
         (0.5, 2048)
     );
     assert_eq!(lsh.negatives.shared_refresh, 32);
+    // xmc.toml scores its pool with 64 inputs; on 100 labels, fewer than its 128 shared
+    // negatives, there is no pool, and the setting goes with it.
+    let xmc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/xmc.toml");
+    let sized = |labels: usize| {
+        let sets = [
+            "data.features=50".to_string(),
+            format!("data.labels={labels}"),
+            format!("network.layers.1.size={labels}"),
+        ];
+        load(&xmc, &sets).unwrap().network(50, labels)
+    };
+    let narrow = sized(100);
+    let negatives = narrow.layers[1].lsh.unwrap().negatives;
+    assert_eq!(
+        (negatives.shared_pool, negatives.shared_pool_inputs),
+        (100, 0)
+    );
+    narrow.validate().unwrap();
+    let wide = sized(5_000);
+    let negatives = wide.layers[1].lsh.unwrap().negatives;
+    assert_eq!(
+        (negatives.shared_pool, negatives.shared_pool_inputs),
+        (2048, 64)
+    );
     let mnist = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/mnist.toml");
     let unset = load(&mnist, &[]).unwrap().network(784, 60_000).layers[0].lsh;
     assert_eq!(unset.unwrap().negatives.shared_refresh, 8);

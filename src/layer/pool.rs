@@ -55,36 +55,28 @@ impl SparseLayer {
         let k = kernels();
         let len = lsh.shared.len();
         logits.clear();
+        // Input `i`'s column of the pool's copy, times `v`, into the scores.
+        let add_column = |logits: &mut Vec<f32>, i: usize, v: f32| {
+            let at = i * len..(i + 1) * len;
+            let column = if lsh.pool_cols_bf16.is_empty() {
+                Values::F32(&lsh.pool_cols[at])
+            } else {
+                Values::Bf16(&lsh.pool_cols_bf16[at])
+            };
+            k.axpy_row(v, column, logits);
+        };
         match input {
-            Vector::Dense(x) => {
+            // Zero inputs (often, after a ReLU) add nothing.
+            Vector::Dense(_) => {
                 logits.extend_from_slice(&lsh.pool_bias);
-                let bf16 = !lsh.pool_cols_bf16.is_empty();
-                for (i, &v) in x.iter().enumerate() {
-                    // ReLU inputs are often zero: those inputs add nothing.
-                    if v != 0.0 {
-                        let at = i * len..(i + 1) * len;
-                        let col = if bf16 {
-                            Values::Bf16(&lsh.pool_cols_bf16[at])
-                        } else {
-                            Values::F32(&lsh.pool_cols[at])
-                        };
-                        k.axpy_row(v, col, logits);
-                    }
-                }
+                input.for_each_nonzero(|i, v| add_column(logits, i, v));
             }
             // A dense input's largest entries (`shared_pool_inputs`): their columns, in
             // input order, as the whole input's would be added.
             Vector::Sparse { indices, values } if by_columns => {
                 logits.extend_from_slice(&lsh.pool_bias);
-                let bf16 = !lsh.pool_cols_bf16.is_empty();
                 for (&i, &v) in indices.iter().zip(values) {
-                    let at = i as usize * len..(i as usize + 1) * len;
-                    let col = if bf16 {
-                        Values::Bf16(&lsh.pool_cols_bf16[at])
-                    } else {
-                        Values::F32(&lsh.pool_cols[at])
-                    };
-                    k.axpy_row(v, col, logits);
+                    add_column(logits, i as usize, v);
                 }
             }
             Vector::Sparse { .. } => logits.extend(

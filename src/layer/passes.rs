@@ -163,9 +163,25 @@ impl SparseLayer {
             }
             WeightLayout::InputMajor => {
                 trace.out.extend_from_slice(&self.bias);
-                input.for_each_nonzero(|i, v| {
-                    k.axpy_row(v, self.row(i).first(self.out_dim), &mut trace.out);
-                });
+                // The rows of a sparse input's words are scattered over the matrix, as a
+                // neuron-major layer's active rows are: a row a few nonzeros ahead is asked
+                // for while this one is added.
+                match input {
+                    Vector::Sparse { indices, values } => {
+                        for (p, (&i, &v)) in indices.iter().zip(values).enumerate() {
+                            if let Some(&ahead) = indices.get(p + PREFETCH_AHEAD) {
+                                prefetch_values(self.row(ahead as usize).first(self.out_dim));
+                            }
+                            if v != 0.0 {
+                                let row = self.row(i as usize).first(self.out_dim);
+                                k.axpy_row(v, row, &mut trace.out);
+                            }
+                        }
+                    }
+                    Vector::Dense(_) => input.for_each_nonzero(|i, v| {
+                        k.axpy_row(v, self.row(i).first(self.out_dim), &mut trace.out);
+                    }),
+                }
             }
         }
         match self.activation {
@@ -318,6 +334,12 @@ impl SparseLayer {
         let macs = match self.layout {
             WeightLayout::NeuronMajor => {
                 for (position, &d) in trace.delta.iter().enumerate() {
+                    // The forward pass read these rows, but a sample's active rows need not
+                    // stay in cache until its backward pass: ask for one a few ahead.
+                    if position + PREFETCH_AHEAD < trace.delta.len() {
+                        let ahead = trace.id(position + PREFETCH_AHEAD) as usize;
+                        prefetch_values(self.row(ahead).first(self.in_dim));
+                    }
                     let row = self.row(trace.id(position) as usize);
                     match input {
                         Vector::Dense(_) => k.axpy_row(d, row.first(self.in_dim), out),

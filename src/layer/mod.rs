@@ -416,22 +416,25 @@ impl SparseLayer {
     /// thread (see [`SelectScratch`]).
     pub fn select_scratch(&self) -> SelectScratch {
         SelectScratch {
-            buffers: self.lsh.as_ref().map(|lsh| QueryBuffers {
-                codes: CodeBuffer::for_family(&lsh.family),
-                query: QueryScratch::for_tables(&lsh.tables),
-                forced: Vec::with_capacity(1024 + lsh.config.negatives.shared_negatives),
-                pool: PoolScratch {
-                    logits: Vec::with_capacity(lsh.shared_len),
-                    keys: Vec::with_capacity(lsh.shared_len),
-                    input_keys: Vec::with_capacity(lsh.pool_input_room(self.in_dim)),
-                    indices: Vec::with_capacity(lsh.pool_input_room(self.in_dim)),
-                    values: Vec::with_capacity(lsh.pool_input_room(self.in_dim)),
-                },
-                centered: Vec::with_capacity(if lsh.config.retrieval.center_queries {
-                    self.in_dim
-                } else {
-                    0
-                }),
+            buffers: self.lsh.as_ref().map(|lsh| {
+                let room = lsh.pool_input_room(self.in_dim);
+                QueryBuffers {
+                    codes: CodeBuffer::for_family(&lsh.family),
+                    query: QueryScratch::for_tables(&lsh.tables),
+                    forced: Vec::with_capacity(1024 + lsh.config.negatives.shared_negatives),
+                    pool: PoolScratch {
+                        logits: Vec::with_capacity(lsh.shared_len),
+                        keys: Vec::with_capacity(lsh.shared_len),
+                        input_keys: Vec::with_capacity(room),
+                        indices: Vec::with_capacity(room),
+                        values: Vec::with_capacity(room),
+                    },
+                    centered: Vec::with_capacity(if lsh.config.retrieval.center_queries {
+                        self.in_dim
+                    } else {
+                        0
+                    }),
+                }
             }),
             shape: (self.in_dim, self.out_dim),
         }

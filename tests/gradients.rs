@@ -376,3 +376,92 @@ fn layout_does_not_change_the_gradient() {
         }
     }
 }
+
+/// `Negatives::min_gradient`: an active output whose delta (`p - y`) is below the bound is
+/// left out of the backward pass and the update. Against the same network without it (the
+/// same active sets), one sample at a time: the output layer's touched rows are the
+/// others, with the same gradients bit for bit, and the hidden layer's gradient is what the
+/// kept outputs alone send back, `relu'(z_k) sum_kept delta_j w[j][k]` times the input,
+/// computed here in f64 from the network's weights. The bound is the median delta, so that
+/// both kinds occur.
+#[test]
+fn outputs_below_min_gradient_are_left_out_of_the_backward_pass_and_the_update() {
+    let data = sparse_data(6, 24, 20, 5);
+    let with = |min_gradient: f32| {
+        let mut output = sampled(20, Activation::Softmax, 8);
+        output.lsh = output.lsh.map(|l| slide::LshConfig {
+            negatives: slide::Negatives {
+                min_gradient,
+                ..l.negatives
+            },
+            ..l
+        });
+        network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6)
+    };
+    let all = with(0.0);
+    let gradients = |net: &Network, s: usize| {
+        net.gradients(&mut slide::Workspace::new(), &data, &[s])
+            .unwrap()
+    };
+    // With one sample, an output's bias gradient is its delta.
+    let mut deltas: Vec<f32> = (0..6)
+        .flat_map(|s| {
+            let g = gradients(&all, s);
+            g[1].rows
+                .iter()
+                .map(|&j| g[1].bias[j as usize].abs())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    deltas.sort_by(f32::total_cmp);
+    let bound = deltas[deltas.len() / 2];
+    let cut = with(bound);
+    let reference = Reference::of(&all);
+    let (mut dropped, mut worst) = (0, 0.0f64);
+    for s in 0..6 {
+        let (g_all, g_cut) = (gradients(&all, s), gradients(&cut, s));
+        assert_eq!(g_all[1].active, g_cut[1].active);
+        let delta = |j: u32| g_all[1].bias[j as usize];
+        let kept: Vec<u32> = g_all[1]
+            .rows
+            .iter()
+            .copied()
+            .filter(|&j| delta(j).abs() >= bound)
+            .collect();
+        assert_eq!(g_cut[1].rows, kept, "sample {s}");
+        dropped += g_all[1].rows.len() - kept.len();
+        for j in 0..20u32 {
+            let expected = if kept.contains(&j) { delta(j) } else { 0.0 };
+            assert_eq!(g_cut[1].bias[j as usize], expected, "bias {j}");
+        }
+        for &j in &kept {
+            for i in 0..8 {
+                let w =
+                    |g: &[LayerGradients]| g[1].weight(WeightLayout::NeuronMajor, j as usize, i);
+                assert_eq!(w(&g_cut).to_bits(), w(&g_all).to_bits(), "w[{j}][{i}]");
+            }
+        }
+        let x = dense_input(data.input(s), 24);
+        let largest = (0..8)
+            .flat_map(|k| (0..24).map(move |i| (k, i)))
+            .map(|(k, i)| f64::from(g_all[0].weight(WeightLayout::NeuronMajor, k, i)).abs())
+            .fold(0.0, f64::max);
+        for k in 0..8 {
+            let z: f64 =
+                reference.b[0][k] + (0..24).map(|i| reference.w[0][k][i] * x[i]).sum::<f64>();
+            let back: f64 = kept
+                .iter()
+                .map(|&j| f64::from(delta(j)) * reference.w[1][j as usize][k])
+                .sum();
+            let back = if z > 0.0 { back } else { 0.0 };
+            for (i, &xi) in x.iter().enumerate() {
+                let got = f64::from(g_cut[0].weight(WeightLayout::NeuronMajor, k, i));
+                let expected = back * xi;
+                worst = worst.max((got - expected).abs() / expected.abs().max(1e-3 * largest));
+            }
+        }
+    }
+    eprintln!("min_gradient: {dropped} outputs left out, worst relative error {worst:.2e}");
+    assert!(dropped > 0, "the bound left nothing out");
+    assert!(worst < 1e-4, "{worst}");
+}

@@ -99,6 +99,16 @@ fn a_pool_is_part_of_the_architecture_when_it_is_used() {
         "8".to_string()
     )));
     assert_eq!(fewer_inputs.architecture_hash(), hash(40));
+    // So is the smallest gradient that trains: it holds no weights either.
+    let mut cut = with_pool(40);
+    if let Some(lsh) = &mut cut.layers[1].lsh {
+        lsh.negatives.min_gradient = 0.001;
+    }
+    assert!(
+        cut.describe()
+            .contains(&("layers.1.lsh.min_gradient".to_string(), "0.001".to_string()))
+    );
+    assert_eq!(cut.architecture_hash(), hash(40));
     assert!(
         !with_pool(0)
             .describe()

@@ -153,6 +153,14 @@ impl SparseLayer {
             .extend(lsh.shared.iter().map(|&j| self.bias[j as usize]));
     }
 
+    /// The smallest gradient on an active output that trains (see
+    /// [`Negatives::min_gradient`](crate::Negatives::min_gradient)); 0 without LSH.
+    pub(crate) fn min_gradient(&self) -> f32 {
+        self.lsh
+            .as_ref()
+            .map_or(0.0, |l| l.config.negatives.min_gradient)
+    }
+
     /// Whether the layer keeps shared negatives (and has had its first refresh).
     pub(crate) fn has_shared_negatives(&self) -> bool {
         self.lsh.as_ref().is_some_and(|l| !l.shared.is_empty())

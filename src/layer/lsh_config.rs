@@ -76,10 +76,11 @@ impl Default for LshConfig {
 impl LshConfig {
     /// The settings' names in [`describe`](Self::describe) that only shape training: the
     /// [architecture hash](crate::NetworkConfig::architecture_hash) leaves them out.
-    pub(crate) const TRAINING_ONLY: [&str; 6] = [
+    pub(crate) const TRAINING_ONLY: [&str; 7] = [
         "shared_shift",
         "shared_pool_inputs",
         "shared_refresh",
+        "min_gradient",
         "exact_picks",
         "warmup_random",
         "warmup_steps",
@@ -90,7 +91,8 @@ impl LshConfig {
     /// `bucket_capacity`, `policy`, `sampling`, `log_q`, `shared_negatives`,
     /// `center_queries`, then, each only when not its default so that checkpoints from
     /// before it existed keep their identity, `shared_pool` (if above `shared_negatives`),
-    /// `shared_shift`, `shared_pool_inputs`, `shared_refresh`, `exact_picks` and the warm-up's `warmup_random`
+    /// `shared_shift`, `shared_pool_inputs`, `shared_refresh`, `min_gradient`, `exact_picks` and the
+    /// warm-up's `warmup_random`
     /// and `warmup_steps`. A new setting a resume must compare is put here (and in
     /// [`TRAINING_ONLY`](Self::TRAINING_ONLY) if it only shapes training).
     pub(crate) fn describe(&self, put: &mut dyn FnMut(&str, String)) {
@@ -124,6 +126,9 @@ impl LshConfig {
         }
         if self.negatives.shared_refresh != DEFAULT_SHARED_REFRESH {
             put("shared_refresh", self.negatives.shared_refresh.to_string());
+        }
+        if self.negatives.min_gradient != 0.0 {
+            put("min_gradient", self.negatives.min_gradient.to_string());
         }
         // The names these settings had before `picks` and `warmup` grouped them, so
         // checkpoints written then compare equal.

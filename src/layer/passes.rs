@@ -319,7 +319,8 @@ impl SparseLayer {
 
     /// The gradient on the input's entries from the gradient on the active pre-activations
     /// in `trace`: `out[p] = sum_j delta_j w[j][i_p]` over the active neurons `j`, for every
-    /// entry `p` of `input` (each index of a dense input, each nonzero of a sparse one).
+    /// entry `p` of `input` (each index of a dense input, each nonzero of a sparse one),
+    /// less the neurons whose delta is below [`min_gradient`](crate::Negatives::min_gradient).
     /// Returns the multiply-adds spent.
     pub(crate) fn input_gradient(
         &self,
@@ -331,9 +332,13 @@ impl SparseLayer {
         let n_in = input.nnz();
         out.clear();
         out.resize(n_in, 0.0);
+        let min_gradient = self.min_gradient();
         let macs = match self.layout {
             WeightLayout::NeuronMajor => {
                 for (position, &d) in trace.delta.iter().enumerate() {
+                    if d.abs() < min_gradient {
+                        continue;
+                    }
                     // The forward pass read these rows, but a sample's active rows need not
                     // stay in cache until its backward pass: ask for one a few ahead.
                     if position + PREFETCH_AHEAD < trace.delta.len() {

@@ -49,9 +49,10 @@ impl UpdateScratch {
     }
 
     /// Lists `layer`'s contributions from `batch`, sorted by (row, sample), and the row
-    /// groups.
+    /// groups; a neuron-major layer's outputs whose delta is below its
+    /// [`min_gradient`](crate::Negatives::min_gradient) contribute nothing.
     pub(super) fn group_rows<B: LayerBatch + ?Sized>(&mut self, layer: &SparseLayer, batch: &B) {
-        let layout = layer.layout;
+        let (layout, min_gradient) = (layer.layout, layer.min_gradient());
         // Reserve for the most contributions the batch could produce, so that steps whose
         // active sets grow do not reallocate: every neuron a sample could activate (with its
         // forced labels) for a neuron-major layer, the samples' nonzero inputs otherwise.
@@ -84,11 +85,16 @@ impl UpdateScratch {
             match layout {
                 WeightLayout::NeuronMajor => {
                     let trace = batch.trace(s);
-                    contributions.extend((0..trace.len()).map(|p| Contribution {
-                        row: trace.id(p),
-                        sample,
-                        value: trace.delta[p],
-                    }));
+                    // An output whose gradient is below `min_gradient` (0: none) trains not.
+                    contributions.extend(
+                        (0..trace.len())
+                            .filter(|&p| trace.delta[p].abs() >= min_gradient)
+                            .map(|p| Contribution {
+                                row: trace.id(p),
+                                sample,
+                                value: trace.delta[p],
+                            }),
+                    );
                 }
                 WeightLayout::InputMajor => match batch.input(s) {
                     Vector::Dense(x) => {

@@ -30,6 +30,7 @@ fn everything_set() -> LshConfig {
             shared_pool: 16,
             shared_pool_inputs: 3,
             shared_refresh: 32,
+            min_gradient: 0.001,
         },
         warmup: Some(Warmup {
             random: 8,
@@ -83,6 +84,7 @@ fn describe_keeps_the_names_and_values_checkpoints_recorded() {
             "shared_shift=0.5",
             "shared_pool_inputs=3",
             "shared_refresh=32",
+            "min_gradient=0.001",
             "warmup_random=8",
             "warmup_steps=100",
         ]
@@ -122,6 +124,18 @@ fn each_concepts_check_refuses_through_the_config() {
         },
         "at most the layer's 100 neurons",
     );
+    for min_gradient in [-0.001, 1.0, f32::NAN] {
+        refused(
+            LshConfig {
+                negatives: Negatives {
+                    min_gradient,
+                    ..lsh.negatives
+                },
+                ..lsh
+            },
+            "min_gradient must be in [0, 1)",
+        );
+    }
     let no_ids = Warmup {
         random: 0,
         length: WarmupLength::Steps(1),

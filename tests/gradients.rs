@@ -464,4 +464,34 @@ fn outputs_below_min_gradient_are_left_out_of_the_backward_pass_and_the_update()
     eprintln!("min_gradient: {dropped} outputs left out, worst relative error {worst:.2e}");
     assert!(dropped > 0, "the bound left nothing out");
     assert!(worst < 1e-4, "{worst}");
+    // During a warm-up every active output trains, the bound or not.
+    let warming = |min_gradient: f32| {
+        let mut net = with(min_gradient);
+        let mut config = net.config().clone();
+        if let Some(lsh) = &mut config.layers[1].lsh {
+            lsh.warmup = Some(slide::Warmup {
+                random: 2,
+                length: slide::WarmupLength::Steps(100),
+            });
+        }
+        net = Network::new(config).unwrap();
+        net
+    };
+    let (warm_all, warm_cut) = (warming(0.0), warming(bound));
+    let mut small = 0;
+    for s in 0..6 {
+        let (g_all, g_cut) = (gradients(&warm_all, s), gradients(&warm_cut, s));
+        assert_eq!(g_cut[1].rows, g_all[1].rows, "sample {s}");
+        small += g_all[1]
+            .rows
+            .iter()
+            .filter(|&&j| g_all[1].bias[j as usize].abs() < bound)
+            .count();
+        for (a, c) in g_all.iter().zip(&g_cut) {
+            let bits =
+                |g: &LayerGradients| g.weights.iter().map(|w| w.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(c), bits(a), "sample {s}");
+        }
+    }
+    assert!(small > 0, "no output below the bound during the warm-up");
 }

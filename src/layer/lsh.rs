@@ -154,11 +154,17 @@ impl SparseLayer {
     }
 
     /// The smallest gradient on an active output that trains (see
-    /// [`Negatives::min_gradient`](crate::Negatives::min_gradient)); 0 without LSH.
+    /// [`Negatives::min_gradient`](crate::Negatives::min_gradient)); 0 without LSH and
+    /// during the warm-up, while its random ids are drawn.
     pub(crate) fn min_gradient(&self) -> f32 {
-        self.lsh
-            .as_ref()
-            .map_or(0.0, |l| l.config.negatives.min_gradient)
+        self.lsh.as_ref().map_or(0.0, |l| {
+            let warming_up = l.sampling.random_extra > l.random_extra;
+            if warming_up {
+                0.0
+            } else {
+                l.config.negatives.min_gradient
+            }
+        })
     }
 
     /// Whether the layer keeps shared negatives (and has had its first refresh).

@@ -466,16 +466,14 @@ fn outputs_below_min_gradient_are_left_out_of_the_backward_pass_and_the_update()
     assert!(worst < 1e-4, "{worst}");
     // During a warm-up every active output trains, the bound or not.
     let warming = |min_gradient: f32| {
-        let mut net = with(min_gradient);
-        let mut config = net.config().clone();
+        let mut config = with(min_gradient).config().clone();
         if let Some(lsh) = &mut config.layers[1].lsh {
             lsh.warmup = Some(slide::Warmup {
                 random: 2,
                 length: slide::WarmupLength::Steps(100),
             });
         }
-        net = Network::new(config).unwrap();
-        net
+        Network::new(config).unwrap()
     };
     let (warm_all, warm_cut) = (warming(0.0), warming(bound));
     let mut small = 0;

@@ -336,14 +336,15 @@ impl SparseLayer {
         let macs = match self.layout {
             WeightLayout::NeuronMajor => {
                 for (position, &d) in trace.delta.iter().enumerate() {
-                    if d.abs() < min_gradient {
-                        continue;
-                    }
                     // The forward pass read these rows, but a sample's active rows need not
-                    // stay in cache until its backward pass: ask for one a few ahead.
+                    // stay in cache until its backward pass: ask for one a few ahead (also
+                    // past a row left out, so that the rows after it are still asked for).
                     if position + PREFETCH_AHEAD < trace.delta.len() {
                         let ahead = trace.id(position + PREFETCH_AHEAD) as usize;
                         prefetch_values(self.row(ahead).first(self.in_dim));
+                    }
+                    if d.abs() < min_gradient {
+                        continue;
                     }
                     let row = self.row(trace.id(position) as usize);
                     match input {

@@ -228,6 +228,124 @@ fn rebuild_equals_inserting_in_id_order(policy: BucketPolicy) {
     }
 }
 
+/// Rows hashed again alone (the rest kept from the last rebuild) give exactly the tables of
+/// a full rebuild over every row, with either policy (a small capacity, so that the
+/// reservoir's choices count), and `fill` is asked for the changed rows only.
+#[test]
+fn rebuilding_the_changed_rows_equals_a_full_rebuild() {
+    let (n, dim) = (3_000usize, 32usize);
+    let params = LshParams {
+        k: 2,
+        l: 6,
+        range_pow: 6,
+    };
+    let family = LshFamily::new(FamilyKind::Dwta { bin_size: 8 }, dim, params, 4).unwrap();
+    for policy in [BucketPolicy::Fifo, BucketPolicy::Reservoir] {
+        let mut rng = rng(12);
+        let mut rows: Vec<f32> = (0..n)
+            .flat_map(|_| to_f32(&unit_vector(&mut rng, dim)))
+            .collect();
+        let cfg = TablesConfig::for_family(params, n, 24, policy, 5);
+        let (mut full, mut partial) =
+            (HashTables::new(cfg).unwrap(), HashTables::new(cfg).unwrap());
+        assert!(!partial.codes_kept());
+        full.rebuild_dense(&family, &rows, dim).unwrap();
+        partial.rebuild_dense(&family, &rows, dim).unwrap();
+        assert!(partial.codes_kept());
+        let mut first = HashTables::new(cfg).unwrap();
+        first.rebuild_dense(&family, &rows, dim).unwrap();
+        // Every 7th row, all of the fourth block of 256 ids, and the last id (in the last,
+        // partial block) move.
+        let changed: Vec<u32> = (0..n as u32)
+            .filter(|&id| id % 7 == 0 || (768..1024).contains(&id) || id == n as u32 - 1)
+            .collect();
+        for &id in &changed {
+            let row = to_f32(&unit_vector(&mut rng, dim));
+            rows[id as usize * dim..][..dim].copy_from_slice(&row);
+        }
+        full.rebuild_dense(&family, &rows, dim).unwrap();
+        let asked = std::sync::Mutex::new(Vec::new());
+        partial
+            .rebuild_changed_filled(&family, &changed, |ids, out| {
+                asked.lock().unwrap().extend_from_slice(ids);
+                for (&id, out) in ids.iter().zip(out.chunks_exact_mut(dim)) {
+                    out.copy_from_slice(&rows[id as usize * dim..][..dim]);
+                }
+            })
+            .unwrap();
+        assert_eq!(sorted(&asked.into_inner().unwrap()), changed);
+        assert_eq!(partial.export_state(), full.export_state(), "{policy:?}");
+        // The changed rows did move buckets: the comparison above is not of unchanged tables.
+        let moved = (0..params.l)
+            .flat_map(|t| (0..1u32 << params.range_pow).map(move |c| (t, c)))
+            .any(|(t, c)| partial.bucket(t, c) != first.bucket(t, c));
+        assert!(moved);
+        // With nothing changed, the kept codes alone make the tables.
+        partial
+            .rebuild_changed_filled(&family, &[], |_, _| unreachable!("nothing changed"))
+            .unwrap();
+        full.rebuild_dense(&family, &rows, dim).unwrap();
+        assert_eq!(partial.export_state(), full.export_state());
+    }
+}
+
+/// A partial rebuild needs a full one's codes, sorted ids in range and rows the family
+/// accepts; a row it rejects leaves the tables as they were and no codes kept.
+#[test]
+fn rebuilding_changed_rows_checks_its_input() {
+    let (n, dim) = (600usize, 16usize);
+    let params = LshParams {
+        k: 2,
+        l: 3,
+        range_pow: 5,
+    };
+    let family = LshFamily::new(FamilyKind::Dwta { bin_size: 4 }, dim, params, 1).unwrap();
+    let mut rng = rng(3);
+    let rows: Vec<f32> = (0..n)
+        .flat_map(|_| to_f32(&unit_vector(&mut rng, dim)))
+        .collect();
+    let cfg = TablesConfig::for_family(params, n, 32, BucketPolicy::Fifo, 1);
+    let mut tables = HashTables::new(cfg).unwrap();
+    let copy = |ids: &[u32], out: &mut [f32]| {
+        for (&id, out) in ids.iter().zip(out.chunks_exact_mut(dim)) {
+            out.copy_from_slice(&rows[id as usize * dim..][..dim]);
+        }
+    };
+    assert!(matches!(
+        tables.rebuild_changed_filled(&family, &[1], copy),
+        Err(LshError::InvalidParameter { .. })
+    ));
+    tables.rebuild_dense(&family, &rows, dim).unwrap();
+    let built = tables.export_state();
+    assert!(matches!(
+        tables.rebuild_changed_filled(&family, &[5, 3], copy),
+        Err(LshError::InvalidParameter { .. })
+    ));
+    assert!(matches!(
+        tables.rebuild_changed_filled(&family, &[2, 2], copy),
+        Err(LshError::InvalidParameter { .. })
+    ));
+    assert_eq!(
+        tables.rebuild_changed_filled(&family, &[4, n as u32], copy),
+        Err(LshError::IdOutOfRange {
+            id: n as u32,
+            num_ids: n
+        })
+    );
+    assert!(matches!(
+        tables.rebuild_changed_filled(&family, &[4, 300], |_, out| out.fill(f32::NAN)),
+        Err(LshError::NonFiniteValue { .. })
+    ));
+    assert!(!tables.codes_kept());
+    assert_eq!(tables.export_state(), built);
+    tables.rebuild_dense(&family, &rows, dim).unwrap();
+    // Restored tables did not come from kept codes.
+    let mut restored = HashTables::new(cfg).unwrap();
+    restored.import_state(&tables.export_state()).unwrap();
+    assert!(!restored.codes_kept());
+    assert!(tables.codes_kept());
+}
+
 #[test]
 fn memory_follows_stored_ids_not_bucket_capacity() {
     // 8 tables of 2^16 buckets with capacity 128: fixed per-bucket arrays would take

@@ -16,22 +16,47 @@ use crate::error::Result;
 use crate::kernels::{Values, kernels};
 
 impl SparseLayer {
-    /// Re-hashes every neuron's weight row into the layer's tables (no-op for dense layers
-    /// and for a sampling that takes nothing from the tables: uniform sampling).
+    /// Re-hashes the neurons' weight rows into the layer's tables (no-op for dense layers
+    /// and for a sampling that takes nothing from the tables: uniform sampling). Only the
+    /// rows written since the last rebuild (by training steps or
+    /// [`set_weight`](Self::set_weight)) are hashed again, the others' codes kept from it;
+    /// every row is hashed at the first rebuild and after a restored state. The tables are
+    /// the same either way.
     pub fn rebuild_tables(&mut self) -> Result<()> {
         // Out of the layer while its rows are read.
         let Some(mut lsh) = self.lsh.take_if(|l| l.sampling.uses_tables()) else {
             return Ok(());
         };
-        let rebuilt = match self.f32_rows() {
-            Some((rows, block)) => lsh.tables.rebuild_dense(&lsh.family, rows, block),
-            None => lsh
-                .tables
-                .rebuild_filled(&lsh.family, |first, out| self.widen_rows(first, out)),
+        // Only the rows written since the last rebuild are hashed again where the tables
+        // keep every other row's codes from it (the same tables as hashing every row).
+        let rebuilt = if lsh.changed.is_all() || !lsh.tables.codes_kept() {
+            match self.f32_rows() {
+                Some((rows, block)) => lsh.tables.rebuild_dense(&lsh.family, rows, block),
+                None => lsh
+                    .tables
+                    .rebuild_filled(&lsh.family, |first, out| self.widen_rows(first, out)),
+            }
+        } else {
+            let changed = lsh.changed.ids();
+            lsh.tables
+                .rebuild_changed_filled(&lsh.family, changed, |ids, out| self.widen_ids(ids, out))
         };
+        match rebuilt {
+            Ok(()) => lsh.changed.clear(),
+            Err(_) => lsh.changed.mark_all(),
+        }
         lsh.stats = lsh.tables.stats();
         self.lsh = Some(lsh);
         Ok(rebuilt?)
+    }
+
+    /// The weights of stored rows `ids`, widened to f32, row after row without padding
+    /// into `out` (`ids.len() * row_len` values): what a rebuild of the moved rows hashes.
+    fn widen_ids(&self, ids: &[u32], out: &mut [f32]) {
+        let row_len = self.row_len();
+        for (&id, out) in ids.iter().zip(out.chunks_exact_mut(row_len.max(1))) {
+            self.row(id as usize).first(row_len).widen_into(out);
+        }
     }
 
     /// What the LSH tables held after the last rebuild (bucket occupancy, ids dropped by

@@ -5,6 +5,7 @@
 
 use slide_lsh::{HashTables, LshFamily, Sampling, TablesStats};
 
+use super::changed_rows::ChangedRows;
 use super::lsh_config::LshConfig;
 use crate::error::Result;
 
@@ -45,6 +46,9 @@ pub(crate) struct LshState {
     pub(crate) center: Vec<f32>,
     /// What the tables held after the last rebuild.
     pub(crate) stats: TablesStats,
+    /// The neurons whose rows were written since the last rebuild: the next one hashes
+    /// them alone where it can.
+    pub(crate) changed: ChangedRows,
 }
 
 impl LshState {
@@ -84,6 +88,7 @@ impl LshState {
             warmup_steps,
             center: Vec::new(),
             stats,
+            changed: ChangedRows::all(out_dim),
         })
     }
 }

@@ -43,6 +43,7 @@
 
 mod activation;
 mod block;
+mod changed_rows;
 pub mod config;
 #[cfg(feature = "ablations")]
 mod exact_picks;
@@ -349,6 +350,10 @@ impl SparseLayer {
     /// weights (the LSH tables are not rebuilt).
     pub fn set_weight(&mut self, neuron: usize, input: usize, value: f32) {
         let (row, col) = self.position(neuron, input);
+        if let Some(lsh) = self.lsh.as_mut() {
+            // Sampled layers are neuron-major: the row is the neuron's.
+            lsh.changed.mark(&[row as u32]);
+        }
         let (storage, block) = (self.block_layout(), self.block());
         storage
             .part_mut(&mut self.params[row * block..][..block], WEIGHTS)

@@ -175,6 +175,10 @@ impl SparseLayer {
                 }
             },
         );
+        if let Some(lsh) = self.lsh.as_mut() {
+            // Sampled layers are neuron-major: the touched rows are the neurons that moved.
+            lsh.changed.mark(&scratch.touched);
+        }
         // Counted here rather than in the parallel loop, which would contend on one counter.
         let mut macs = (scratch.touched.len() * row_len) as u64;
         // A neuron-major layer lists every active neuron of a sample, each costing the

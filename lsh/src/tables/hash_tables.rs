@@ -21,6 +21,11 @@ pub struct HashTables {
     /// Every id's bucket codes from the last rebuild (`num_ids * L`, rounded up to whole
     /// blocks of `ROWS_PER_TASK` ids; table-major within a block).
     pub(super) all_codes: Vec<u32>,
+    /// Whether `all_codes` holds every id's codes from a rebuild (and the tables were built
+    /// from them): what [`rebuild_changed_filled`](Self::rebuild_changed_filled) needs.
+    pub(super) codes_kept: bool,
+    /// Ids the last rebuild hashed (see [`TablesStats::rehashed_ids`](crate::TablesStats)).
+    pub(super) rehashed_ids: usize,
     /// One hashing buffer per worker thread of the pool that runs the rebuild.
     pub(super) code_buffers: Vec<Mutex<CodeBuffer>>,
 }
@@ -37,6 +42,8 @@ impl HashTables {
             generation: 0,
             tables,
             all_codes: Vec::new(),
+            codes_kept: false,
+            rehashed_ids: 0,
             code_buffers: Vec::new(),
         })
     }

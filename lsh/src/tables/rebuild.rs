@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::codes::{ROWS_PER_TASK, TableCodes};
 use super::hash_tables::HashTables;
-use crate::error::Result;
+use crate::error::{Result, invalid};
 use crate::family::{CodeBuffer, HashFamily, check_rows};
 use crate::vector::Vector;
 
@@ -94,6 +94,8 @@ impl HashTables {
         self.check_family(family)?;
         let (l, num_ids) = (self.config.l, self.config.num_ids);
         self.fit_code_buffers(family);
+        // Until every block is hashed, the codes describe no one state of the rows.
+        self.codes_kept = false;
         // Codes are stored in blocks of ROWS_PER_TASK ids, table-major inside a block, so
         // each table then reads its own codes in runs of ROWS_PER_TASK consecutive values
         // instead of one per cache line.
@@ -121,6 +123,108 @@ impl HashTables {
                 buffer.rows = rows;
                 hashed
             })?;
+        self.build_from_codes();
+        self.rehashed_ids = num_ids;
+        Ok(())
+    }
+
+    /// Whether [`rebuild_changed_filled`](Self::rebuild_changed_filled) can run: the codes
+    /// of every id are kept from a rebuild (not after [`new`](Self::new), nor after a
+    /// [`read_state`](Self::read_state) or a rebuild that failed).
+    pub fn codes_kept(&self) -> bool {
+        self.codes_kept
+    }
+
+    /// A rebuild after only the rows of `changed` have moved since the last one: hashes
+    /// those rows alone (`fill(ids, out)` writes rows `ids` as f32, `family.dim()` values
+    /// each, into `out`), keeps every other id's codes from the last rebuild, and fills the
+    /// tables from all of them as every rebuild does. Provided the other rows are as they
+    /// were at the last rebuild and `family` is the one it hashed with, the tables are
+    /// exactly those of [`rebuild_filled`](Self::rebuild_filled) over every row, at the
+    /// cost of hashing the changed rows only.
+    ///
+    /// `changed` must be strictly increasing ids below `num_ids`; an error otherwise, and
+    /// when no codes are kept ([`codes_kept`](Self::codes_kept)). After an error of the
+    /// family (a row it rejects), the tables are left as they were and no codes are kept.
+    pub fn rebuild_changed_filled<F, W>(
+        &mut self,
+        family: &F,
+        changed: &[u32],
+        fill: W,
+    ) -> Result<()>
+    where
+        F: HashFamily + ?Sized,
+        W: Fn(&[u32], &mut [f32]) + Sync,
+    {
+        self.check_family(family)?;
+        if !self.codes_kept {
+            return Err(invalid(
+                "rebuild_changed_filled",
+                "",
+                "no rebuild's codes are kept to start from",
+            ));
+        }
+        self.check_ids(changed)?;
+        if changed.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(invalid(
+                "rebuild_changed_filled",
+                "",
+                "changed ids must be strictly increasing",
+            ));
+        }
+        let (dim, l) = (family.dim(), self.config.l);
+        self.fit_code_buffers(family);
+        let buffers = &self.code_buffers;
+        // Each block of the codes' layout (ROWS_PER_TASK ids) hashes its own changed ids.
+        let hashed = self
+            .all_codes
+            .par_chunks_mut(ROWS_PER_TASK * l)
+            .enumerate()
+            .try_for_each(|(task, block)| -> Result<()> {
+                let first = task * ROWS_PER_TASK;
+                let lo = changed.partition_point(|&id| (id as usize) < first);
+                let hi = changed.partition_point(|&id| (id as usize) < first + ROWS_PER_TASK);
+                let ids = &changed[lo..hi];
+                if ids.is_empty() {
+                    return Ok(());
+                }
+                let worker = rayon::current_thread_index().unwrap_or(0) % buffers.len();
+                // Each worker locks only its own buffer, so the lock is never contended.
+                let mut guard = buffers[worker].lock().unwrap_or_else(|e| e.into_inner());
+                let buffer = &mut *guard;
+                let (mut matrix, mut rows) = (
+                    std::mem::take(&mut buffer.matrix),
+                    std::mem::take(&mut buffer.rows),
+                );
+                matrix.resize(ROWS_PER_TASK * dim, 0.0);
+                rows.resize(ROWS_PER_TASK * l, 0);
+                fill(ids, &mut matrix[..ids.len() * dim]);
+                let result = family.hash_rows(&matrix, dim, ids.len(), buffer, &mut rows);
+                if result.is_ok() {
+                    for (&id, codes) in ids.iter().zip(rows.chunks_exact(l)) {
+                        let r = id as usize - first;
+                        for (t, &code) in codes.iter().enumerate() {
+                            block[t * ROWS_PER_TASK + r] = code;
+                        }
+                    }
+                }
+                buffer.matrix = matrix;
+                buffer.rows = rows;
+                result
+            });
+        if let Err(e) = hashed {
+            // Some blocks hold new codes, others old: they describe no one state of the rows.
+            self.codes_kept = false;
+            return Err(e);
+        }
+        self.build_from_codes();
+        self.rehashed_ids = changed.len();
+        Ok(())
+    }
+
+    /// Clears the tables and fills each (in parallel over tables) from the kept codes.
+    fn build_from_codes(&mut self) {
+        let (l, num_ids) = (self.config.l, self.config.num_ids);
         self.clear();
         let capacity = self.config.bucket_capacity as u16;
         let codes = &self.all_codes;
@@ -136,7 +240,7 @@ impl HashTables {
                 };
                 table.build(table_codes, capacity);
             });
-        Ok(())
+        self.codes_kept = true;
     }
 
     /// One hashing buffer per worker thread of the current pool, each sized for a whole

@@ -206,6 +206,9 @@ impl HashTables {
         lens: [usize; 3],
         read: &mut ReadArray<'_, E>,
     ) -> Result<(), E> {
+        // The restored tables did not come from the kept codes.
+        self.codes_kept = false;
+        self.rehashed_ids = 0;
         let result = self.read_tables(generation, lens, read);
         if result.is_err() {
             self.clear();

@@ -23,6 +23,12 @@ pub struct TablesStats {
     pub dropped_ids: usize,
     /// Heap bytes held by the tables.
     pub memory_bytes: usize,
+    /// Ids whose rows the last rebuild hashed: every id, or the changed ones of
+    /// [`rebuild_changed_filled`](HashTables::rebuild_changed_filled) (0 before any
+    /// rebuild and after a restored state).
+    pub rehashed_ids: usize,
+    /// Ids the tables index (`num_ids`).
+    pub ids: usize,
 }
 
 impl HashTables {
@@ -37,6 +43,8 @@ impl HashTables {
             buckets: self.tables.len() << self.config.range_pow,
             dropped_ids: 0,
             memory_bytes: self.all_codes.capacity() * 4,
+            rehashed_ids: self.rehashed_ids,
+            ids: self.config.num_ids,
         };
         for table in &self.tables {
             for b in &table.buckets {

@@ -121,6 +121,9 @@ impl SparseLayer {
         source: &mut S,
     ) -> std::result::Result<(), S::Error> {
         let (shared_len, center_len, lens) = self.check_source(generation, source)?;
+        if let Some(lsh) = self.lsh.as_mut() {
+            lsh.changed.mark_all();
+        }
         self.read_weights_and_moments(source)?;
         read_u32s(source, "row_steps", &mut self.row_steps)?;
         read_f32s(source, "bias", &mut self.bias)?;

@@ -111,6 +111,9 @@ pub(super) struct Occupancy {
     pub(super) used_share: f64,
     /// Ids full buckets dropped at the last rebuild, summed over tables.
     pub(super) dropped: usize,
+    /// Share of the ids whose rows the last rebuild hashed (the others' rows had not moved
+    /// since the rebuild before it).
+    pub(super) rehashed_share: f64,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -147,6 +150,7 @@ pub(super) fn occupancy(net: &Network) -> Vec<Option<Occupancy>> {
                 full_share: t.full_buckets as f64 / t.non_empty_buckets.max(1) as f64,
                 used_share: t.non_empty_buckets as f64 / t.buckets.max(1) as f64,
                 dropped: t.dropped_ids,
+                rehashed_share: t.rehashed_ids as f64 / t.ids.max(1) as f64,
             })
         })
         .collect()
@@ -199,10 +203,11 @@ pub(super) fn sampling_summary(r: &Record) -> String {
     );
     if let Some(t) = r.tables[l] {
         text += &format!(
-            ", buckets {:.1} mean / {} max, {:.0}% full",
+            ", buckets {:.1} mean / {} max, {:.0}% full, {:.0}% rehashed",
             t.mean,
             t.max,
-            100.0 * t.full_share
+            100.0 * t.full_share,
+            100.0 * t.rehashed_share
         );
     }
     if let Some(Some(recall)) = r.recall.as_ref().and_then(|v| v.get(l)) {

@@ -27,8 +27,6 @@ impl SparseLayer {
         let Some(mut lsh) = self.lsh.take_if(|l| l.sampling.uses_tables()) else {
             return Ok(());
         };
-        // Only the rows written since the last rebuild are hashed again where the tables
-        // keep every other row's codes from it (the same tables as hashing every row).
         let rebuilt = if lsh.changed.is_all() || !lsh.tables.codes_kept() {
             match self.f32_rows() {
                 Some((rows, block)) => lsh.tables.rebuild_dense(&lsh.family, rows, block),

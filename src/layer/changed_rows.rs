@@ -3,8 +3,7 @@
 //! ([`HashTables::rebuild_changed_filled`](slide_lsh::HashTables::rebuild_changed_filled)).
 
 /// The neurons whose weights changed since the last rebuild of the tables: one bit per
-/// neuron, or all of them (after construction, a restored state, or an update that moves
-/// every neuron's weights, as an input-major layer's does).
+/// neuron, or all of them (after construction, a restored state, or a rebuild that failed).
 #[derive(Debug)]
 pub(crate) struct ChangedRows {
     bits: Vec<u64>,

@@ -19,6 +19,7 @@ Not part of the build or CI; needs `pip install omikuji matplotlib` and a releas
 `slide-train` (built here). Examples (run from the repository root):
     python3 benches/omikuji/compare.py                       # deb-deps and deb-tags
     python3 benches/omikuji/compare.py --config xmc.toml --config amazon670k.toml
+    python3 benches/omikuji/compare.py --omikuji-trees 1 --omikuji-trees 3   # forest sizes
     python3 benches/omikuji/compare.py --data datasets/generated/a670k-20k --train 20000
     python3 benches/omikuji/compare.py --data datasets/generated/a100k-20k --train 20000 \
         --labels 100000
@@ -110,13 +111,15 @@ def header(path):
         return tuple(int(x) for x in f.readline().split()[:3])
 
 
-def omikuji_child(train, test, threads, out):
-    """Runs in its own process: trains Omikuji with Parabel's defaults, predicts the top 5
-    of every test sample and writes the figures as JSON to `out`."""
+def omikuji_child(train, test, threads, trees, out):
+    """Runs in its own process: trains Omikuji with Parabel's defaults (`trees` trees in
+    the forest; 3 by default), predicts the top 5 of every test sample and writes the
+    figures as JSON to `out`."""
     import omikuji
+    params = omikuji.Model.default_hyper_param()
+    params.n_trees = trees
     started = time.perf_counter()
-    model = omikuji.Model.train_on_data(train, omikuji.Model.default_hyper_param(),
-                                        n_threads=threads)
+    model = omikuji.Model.train_on_data(train, params, n_threads=threads)
     train_seconds = time.perf_counter() - started
     samples, labels = read_test(test)
     started = time.perf_counter()
@@ -157,6 +160,9 @@ def main():
     p.add_argument('--setting', help='a name for this slide setting (default: the config\'s '
                    'file name, with "+" and the --set overrides)')
     p.add_argument('--skip-omikuji', action='store_true')
+    p.add_argument('--omikuji-trees', type=int, action='append', metavar='N',
+                   help="trees in Omikuji's forest (repeatable: one Omikuji run each; "
+                   "default: 3, Omikuji's and Parabel's default)")
     p.add_argument('--csv', default='benches/results/omikuji.csv')
     p.add_argument('--plot', help='the PNG to draw (default: <the CSV\'s name>-<the data '
                    'folder\'s name>.png beside the CSV, so a run with a CSV of its own does '
@@ -164,13 +170,15 @@ def main():
                    'for the default CSV)')
     p.add_argument('--plot-only', action='store_true',
                    help='train nothing: draw the plot of the CSV\'s rows on --data')
-    p.add_argument('--omikuji-child', nargs=4, metavar=('TRAIN', 'TEST', 'THREADS', 'OUT'),
-                   help=argparse.SUPPRESS)
+    p.add_argument('--omikuji-child', nargs=5,
+                   metavar=('TRAIN', 'TEST', 'THREADS', 'TREES', 'OUT'), help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.omikuji_child:
-        train, test, threads, out = a.omikuji_child
-        omikuji_child(train, test, int(threads), out)
+        train, test, threads, trees, out = a.omikuji_child
+        omikuji_child(train, test, int(threads), int(trees), out)
         return
+    if any(n < 1 for n in a.omikuji_trees or []):
+        p.error('--omikuji-trees must be at least 1')
     folders = a.data or real_data(REAL_SETS)
     configs = a.config or ['xmc.toml']
     if a.plot_only:
@@ -209,7 +217,8 @@ def compare(a, folder, configs):
         rows += run_slide(a, folder, config, (features, labels), work, common)
 
     if not a.skip_omikuji:
-        rows.append(run_omikuji(a, folder, work, common))
+        for trees in a.omikuji_trees or [3]:
+            rows.append(run_omikuji(a, folder, trees, work, common))
     fresh = not os.path.exists(a.csv)
     os.makedirs(os.path.dirname(a.csv) or '.', exist_ok=True)
     with open(a.csv, 'a', newline='') as f:
@@ -261,20 +270,24 @@ def run_slide(a, folder, config, sizes, work, common):
     return rows
 
 
-def run_omikuji(a, folder, work, common):
-    """Omikuji with Parabel's defaults on `folder`, in a process of its own: one CSV row."""
+def run_omikuji(a, folder, trees, work, common):
+    """Omikuji with Parabel's defaults and `trees` trees on `folder`, in a process of its
+    own: one CSV row (setting `parabel-defaults`, with `+trees=N` unless N is the default 3)."""
     train, test = os.path.join(folder, 'train.txt'), os.path.join(folder, 'test.txt')
-    out = os.path.join(work, 'omikuji.json')
-    cmd = [sys.executable, __file__, '--omikuji-child', train, test, str(a.threads), out]
-    log = os.path.join(work, 'omikuji.log')
+    out = os.path.join(work, f'omikuji-{trees}.json')
+    cmd = [sys.executable, __file__, '--omikuji-child', train, test, str(a.threads),
+           str(trees), out]
+    log = os.path.join(work, f'omikuji-{trees}.log')
     status, rss = run_measured(cmd, log)
     if status != 0:
         sys.exit(f'Omikuji failed ({status}); see {log} (pip install omikuji)')
     with open(out) as f:
         o = json.load(f)
-    print(f"{folder}: omikuji P@1/3/5 {o['p_at_1']:.4f} {o['p_at_3']:.4f} {o['p_at_5']:.4f} "
-          f"after {o['train_seconds']:.1f} s, peak RSS {rss:.0f} MiB", flush=True)
-    return dict(common, kernels='', system='omikuji', setting='parabel-defaults',
+    setting = 'parabel-defaults' + ('' if trees == 3 else f'+trees={trees}')
+    print(f"{folder}: omikuji ({setting}) P@1/3/5 {o['p_at_1']:.4f} {o['p_at_3']:.4f} "
+          f"{o['p_at_5']:.4f} after {o['train_seconds']:.1f} s, peak RSS {rss:.0f} MiB",
+          flush=True)
+    return dict(common, kernels='', system='omikuji', setting=setting,
                 epoch='', train_seconds=round(o['train_seconds'], 2),
                 p_at_1=round(o['p_at_1'], 4), p_at_3=round(o['p_at_3'], 4),
                 p_at_5=round(o['p_at_5'], 4),

@@ -101,28 +101,15 @@ impl HashTables {
         // instead of one per cache line.
         let blocks = num_ids.div_ceil(ROWS_PER_TASK);
         self.all_codes.resize(blocks * ROWS_PER_TASK * l, 0);
-        let buffers = &self.code_buffers;
-        self.all_codes
-            .par_chunks_mut(ROWS_PER_TASK * l)
-            .enumerate()
-            .try_for_each(|(task, block)| -> Result<()> {
-                let worker = rayon::current_thread_index().unwrap_or(0) % buffers.len();
-                // Each worker locks only its own buffer, so the lock is never contended.
-                let mut guard = buffers[worker].lock().unwrap_or_else(|e| e.into_inner());
-                let buffer = &mut *guard;
-                let first = task * ROWS_PER_TASK;
-                let count = ROWS_PER_TASK.min(num_ids - first);
-                let mut rows = std::mem::take(&mut buffer.rows);
-                rows.resize(ROWS_PER_TASK * l, 0);
-                let hashed = hash(first, count, buffer, &mut rows);
-                for (r, codes) in rows.chunks_exact(l).take(count).enumerate() {
-                    for (t, &code) in codes.iter().enumerate() {
-                        block[t * ROWS_PER_TASK + r] = code;
-                    }
-                }
-                buffer.rows = rows;
-                hashed
-            })?;
+        self.hash_blocks(|first, buffer, block| {
+            let count = ROWS_PER_TASK.min(num_ids - first);
+            let mut rows = std::mem::take(&mut buffer.rows);
+            rows.resize(ROWS_PER_TASK * l, 0);
+            let hashed = hash(first, count, buffer, &mut rows);
+            scatter_codes(block, &rows, l, 0..count);
+            buffer.rows = rows;
+            hashed
+        })?;
         self.build_from_codes();
         self.rehashed_ids = num_ids;
         Ok(())
@@ -174,44 +161,29 @@ impl HashTables {
         }
         let (dim, l) = (family.dim(), self.config.l);
         self.fit_code_buffers(family);
-        let buffers = &self.code_buffers;
         // Each block of the codes' layout (ROWS_PER_TASK ids) hashes its own changed ids.
-        let hashed = self
-            .all_codes
-            .par_chunks_mut(ROWS_PER_TASK * l)
-            .enumerate()
-            .try_for_each(|(task, block)| -> Result<()> {
-                let first = task * ROWS_PER_TASK;
-                let lo = changed.partition_point(|&id| (id as usize) < first);
-                let hi = changed.partition_point(|&id| (id as usize) < first + ROWS_PER_TASK);
-                let ids = &changed[lo..hi];
-                if ids.is_empty() {
-                    return Ok(());
-                }
-                let worker = rayon::current_thread_index().unwrap_or(0) % buffers.len();
-                // Each worker locks only its own buffer, so the lock is never contended.
-                let mut guard = buffers[worker].lock().unwrap_or_else(|e| e.into_inner());
-                let buffer = &mut *guard;
-                let (mut matrix, mut rows) = (
-                    std::mem::take(&mut buffer.matrix),
-                    std::mem::take(&mut buffer.rows),
-                );
-                matrix.resize(ROWS_PER_TASK * dim, 0.0);
-                rows.resize(ROWS_PER_TASK * l, 0);
-                fill(ids, &mut matrix[..ids.len() * dim]);
-                let result = family.hash_rows(&matrix, dim, ids.len(), buffer, &mut rows);
-                if result.is_ok() {
-                    for (&id, codes) in ids.iter().zip(rows.chunks_exact(l)) {
-                        let r = id as usize - first;
-                        for (t, &code) in codes.iter().enumerate() {
-                            block[t * ROWS_PER_TASK + r] = code;
-                        }
-                    }
-                }
-                buffer.matrix = matrix;
-                buffer.rows = rows;
-                result
-            });
+        let hashed = self.hash_blocks(|first, buffer, block| {
+            let lo = changed.partition_point(|&id| (id as usize) < first);
+            let hi = changed.partition_point(|&id| (id as usize) < first + ROWS_PER_TASK);
+            let ids = &changed[lo..hi];
+            if ids.is_empty() {
+                return Ok(());
+            }
+            let (mut matrix, mut rows) = (
+                std::mem::take(&mut buffer.matrix),
+                std::mem::take(&mut buffer.rows),
+            );
+            matrix.resize(ROWS_PER_TASK * dim, 0.0);
+            rows.resize(ROWS_PER_TASK * l, 0);
+            fill(ids, &mut matrix[..ids.len() * dim]);
+            let result = family.hash_rows(&matrix, dim, ids.len(), buffer, &mut rows);
+            if result.is_ok() {
+                scatter_codes(block, &rows, l, ids.iter().map(|&id| id as usize - first));
+            }
+            buffer.matrix = matrix;
+            buffer.rows = rows;
+            result
+        });
         if let Err(e) = hashed {
             // Some blocks hold new codes, others old: they describe no one state of the rows.
             self.codes_kept = false;
@@ -220,6 +192,26 @@ impl HashTables {
         self.build_from_codes();
         self.rehashed_ids = changed.len();
         Ok(())
+    }
+
+    /// `hash(first, buffer, block)` for each block of the codes' layout (the codes of ids
+    /// `first..first + ROWS_PER_TASK`, table-major), in parallel over blocks, with the
+    /// buffer of the worker that runs it ([`fit_code_buffers`](Self::fit_code_buffers) has
+    /// made one per worker); the first error, if any.
+    fn hash_blocks<H>(&mut self, hash: H) -> Result<()>
+    where
+        H: Fn(usize, &mut CodeBuffer, &mut [u32]) -> Result<()> + Sync,
+    {
+        let buffers = &self.code_buffers;
+        self.all_codes
+            .par_chunks_mut(ROWS_PER_TASK * self.config.l)
+            .enumerate()
+            .try_for_each(|(task, block)| {
+                let worker = rayon::current_thread_index().unwrap_or(0) % buffers.len();
+                // Each worker locks only its own buffer, so the lock is never contended.
+                let mut guard = buffers[worker].lock().unwrap_or_else(|e| e.into_inner());
+                hash(task * ROWS_PER_TASK, &mut guard, block)
+            })
     }
 
     /// Clears the tables and fills each (in parallel over tables) from the kept codes.
@@ -265,5 +257,21 @@ impl HashTables {
             buffer.matrix = zeros.clone();
             Mutex::new(buffer)
         });
+    }
+}
+
+/// Writes the codes of `rows` (`l` a row, row after row) into `block` (a block of the codes'
+/// layout: table-major, ROWS_PER_TASK ids a table) at the ids' `positions` in the block,
+/// one position per row, in order.
+fn scatter_codes(
+    block: &mut [u32],
+    rows: &[u32],
+    l: usize,
+    positions: impl Iterator<Item = usize>,
+) {
+    for (r, codes) in positions.zip(rows.chunks_exact(l)) {
+        for (t, &code) in codes.iter().enumerate() {
+            block[t * ROWS_PER_TASK + r] = code;
+        }
     }
 }

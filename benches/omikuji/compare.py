@@ -84,6 +84,8 @@ def precision_at(ranked, labels):
 
 
 REAL_SETS = ('deb-deps', 'deb-tags')
+# Trees in Omikuji's forest unless --omikuji-trees says otherwise: its default and Parabel's.
+OMIKUJI_TREES = 3
 DEBIAN_TOOL = os.path.join('..', 'shared', 'tools', 'debian_xmc.py')
 
 
@@ -113,7 +115,7 @@ def header(path):
 
 def omikuji_child(train, test, threads, trees, out):
     """Runs in its own process: trains Omikuji with Parabel's defaults (`trees` trees in
-    the forest; 3 by default), predicts the top 5 of every test sample and writes the
+    the forest), predicts the top 5 of every test sample and writes the
     figures as JSON to `out`."""
     import omikuji
     params = omikuji.Model.default_hyper_param()
@@ -162,7 +164,7 @@ def main():
     p.add_argument('--skip-omikuji', action='store_true')
     p.add_argument('--omikuji-trees', type=int, action='append', metavar='N',
                    help="trees in Omikuji's forest (repeatable: one Omikuji run each; "
-                   "default: 3, Omikuji's and Parabel's default)")
+                   f"default: {OMIKUJI_TREES}, Omikuji's and Parabel's default)")
     p.add_argument('--csv', default='benches/results/omikuji.csv')
     p.add_argument('--plot', help='the PNG to draw (default: <the CSV\'s name>-<the data '
                    'folder\'s name>.png beside the CSV, so a run with a CSV of its own does '
@@ -217,7 +219,7 @@ def compare(a, folder, configs):
         rows += run_slide(a, folder, config, (features, labels), work, common)
 
     if not a.skip_omikuji:
-        for trees in a.omikuji_trees or [3]:
+        for trees in a.omikuji_trees or [OMIKUJI_TREES]:
             rows.append(run_omikuji(a, folder, trees, work, common))
     fresh = not os.path.exists(a.csv)
     os.makedirs(os.path.dirname(a.csv) or '.', exist_ok=True)
@@ -272,7 +274,7 @@ def run_slide(a, folder, config, sizes, work, common):
 
 def run_omikuji(a, folder, trees, work, common):
     """Omikuji with Parabel's defaults and `trees` trees on `folder`, in a process of its
-    own: one CSV row (setting `parabel-defaults`, with `+trees=N` unless N is the default 3)."""
+    own: one CSV row (setting `parabel-defaults`, with `+trees=N` unless N is OMIKUJI_TREES)."""
     train, test = os.path.join(folder, 'train.txt'), os.path.join(folder, 'test.txt')
     out = os.path.join(work, f'omikuji-{trees}.json')
     cmd = [sys.executable, __file__, '--omikuji-child', train, test, str(a.threads),
@@ -283,7 +285,7 @@ def run_omikuji(a, folder, trees, work, common):
         sys.exit(f'Omikuji failed ({status}); see {log} (pip install omikuji)')
     with open(out) as f:
         o = json.load(f)
-    setting = 'parabel-defaults' + ('' if trees == 3 else f'+trees={trees}')
+    setting = 'parabel-defaults' + ('' if trees == OMIKUJI_TREES else f'+trees={trees}')
     print(f"{folder}: omikuji ({setting}) P@1/3/5 {o['p_at_1']:.4f} {o['p_at_3']:.4f} "
           f"{o['p_at_5']:.4f} after {o['train_seconds']:.1f} s, peak RSS {rss:.0f} MiB",
           flush=True)

@@ -290,7 +290,7 @@ impl Network {
                     let (w, stride) = match f32_rows {
                         Some((weights, stride)) => (&weights[first * stride..], stride),
                         None => {
-                            layer.widen_rows(first, &mut wide[..rows * dim]);
+                            layer.widen_rows(first.., &mut wide[..rows * dim]);
                             (&wide[..], dim)
                         }
                     };

@@ -32,12 +32,14 @@ impl SparseLayer {
                 Some((rows, block)) => lsh.tables.rebuild_dense(&lsh.family, rows, block),
                 None => lsh
                     .tables
-                    .rebuild_filled(&lsh.family, |first, out| self.widen_rows(first, out)),
+                    .rebuild_filled(&lsh.family, |first, out| self.widen_rows(first.., out)),
             }
         } else {
             let changed = lsh.changed.ids();
             lsh.tables
-                .rebuild_changed_filled(&lsh.family, changed, |ids, out| self.widen_ids(ids, out))
+                .rebuild_changed_filled(&lsh.family, changed, |ids, out| {
+                    self.widen_rows(ids.iter().map(|&id| id as usize), out)
+                })
         };
         match rebuilt {
             Ok(()) => lsh.changed.clear(),
@@ -46,15 +48,6 @@ impl SparseLayer {
         lsh.stats = lsh.tables.stats();
         self.lsh = Some(lsh);
         Ok(rebuilt?)
-    }
-
-    /// The weights of stored rows `ids`, widened to f32, row after row without padding
-    /// into `out` (`ids.len() * row_len` values): what a rebuild of the moved rows hashes.
-    fn widen_ids(&self, ids: &[u32], out: &mut [f32]) {
-        let row_len = self.row_len();
-        for (&id, out) in ids.iter().zip(out.chunks_exact_mut(row_len.max(1))) {
-            self.row(id as usize).first(row_len).widen_into(out);
-        }
     }
 
     /// What the LSH tables held after the last rebuild (bucket occupancy, ids dropped by

@@ -310,12 +310,13 @@ impl SparseLayer {
         (self.weights == Precision::F32).then_some((&self.params, self.block()))
     }
 
-    /// The weights of stored rows `first..first + count`, widened to f32, row after row
-    /// without padding into `out` (`count * row_len` values).
-    pub(crate) fn widen_rows(&self, first: usize, out: &mut [f32]) {
+    /// The weights of the stored rows `rows` names, widened to f32, row after row without
+    /// padding into `out` (`row_len` values a row; as many rows as `out` holds): a block
+    /// `first..` for evaluation and full rebuilds, the moved rows' ids for a partial one.
+    pub(crate) fn widen_rows(&self, rows: impl IntoIterator<Item = usize>, out: &mut [f32]) {
         let row_len = self.row_len();
-        for (r, out) in out.chunks_exact_mut(row_len.max(1)).enumerate() {
-            self.row(first + r).first(row_len).widen_into(out);
+        for (r, out) in rows.into_iter().zip(out.chunks_exact_mut(row_len.max(1))) {
+            self.row(r).first(row_len).widen_into(out);
         }
     }
 

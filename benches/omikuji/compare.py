@@ -12,7 +12,9 @@ matplotlib; `--plot-only` redraws it from the CSV).
 Real data decides accuracy: without `--data` the benchmark runs on the real multi-label
 sets that `../shared/tools/debian_xmc.py` builds from the Debian archive's package metadata
 (deb-deps: 37,929 labels; deb-tags: 591), written to `datasets/real/NAME/` on first use (it
-needs `apt-get update -o Acquire::Languages=en` once). Generated data (`--data DIR` with
+needs `apt-get update -o Acquire::Languages=en` once). `--real NAME` picks real sets, among
+them two from the Python Package Index's metadata (`benches/real/pypi_xmc.py`:
+pypi-classifiers, pypi-deps). Generated data (`--data DIR` with
 `--train N`) is easier than real data: use it for scale and speed, not to judge accuracy.
 
 Not part of the build or CI; needs `pip install omikuji matplotlib` and a release build of
@@ -20,6 +22,7 @@ Not part of the build or CI; needs `pip install omikuji matplotlib` and a releas
     python3 benches/omikuji/compare.py                       # deb-deps and deb-tags
     python3 benches/omikuji/compare.py --config xmc.toml --config amazon670k.toml
     python3 benches/omikuji/compare.py --omikuji-trees 1 --omikuji-trees 3   # forest sizes
+    python3 benches/omikuji/compare.py --real pypi-classifiers --real pypi-deps   # PyPI's sets
     python3 benches/omikuji/compare.py --data datasets/generated/a670k-20k --train 20000
     python3 benches/omikuji/compare.py --data datasets/generated/a100k-20k --train 20000 \
         --labels 100000
@@ -84,6 +87,10 @@ def precision_at(ranked, labels):
 
 
 REAL_SETS = ('deb-deps', 'deb-tags')
+# Sets that `benches/real/pypi_xmc.py` builds from the Python Package Index (`--real NAME`):
+# about 25 minutes of fetching on first use, then read from its cache.
+PYPI_SETS = ('pypi-classifiers', 'pypi-deps')
+PYPI_TOOL = os.path.join('benches', 'real', 'pypi_xmc.py')
 # Trees in Omikuji's forest unless --omikuji-trees says otherwise: its default and Parabel's.
 OMIKUJI_TREES = 3
 DEBIAN_TOOL = os.path.join('..', 'shared', 'tools', 'debian_xmc.py')
@@ -93,6 +100,9 @@ def real_data(names, root='datasets/real'):
     """The folders of the real sets `names`, built by the Debian tool where missing."""
     folders = [os.path.join(root, name) for name in names]
     missing = [n for n, f in zip(names, folders) if not os.path.exists(os.path.join(f, 'train.txt'))]
+    if any(n in PYPI_SETS for n in missing):
+        subprocess.run([sys.executable, PYPI_TOOL, '--out', root], check=True)
+        missing = [n for n in missing if n not in PYPI_SETS]
     if missing:
         if not os.path.exists(DEBIAN_TOOL):
             sys.exit(f'{DEBIAN_TOOL} not found: give --data DIR instead')
@@ -146,6 +156,9 @@ def main():
     p.add_argument('--data', action='append',
                    help='folder with train.txt and test.txt (repeatable; default: the real '
                    'sets ' + ', '.join(REAL_SETS) + ' in datasets/real)')
+    p.add_argument('--real', action='append', choices=REAL_SETS + PYPI_SETS, metavar='NAME',
+                   help='a real set in datasets/real, built where missing (repeatable; '
+                   'default: ' + ', '.join(REAL_SETS) + '; also ' + ', '.join(PYPI_SETS) + ')')
     p.add_argument('--train', type=int, default=20000, help='training samples to generate')
     p.add_argument('--test', type=int, default=6400, help='test samples to generate')
     p.add_argument('--labels', type=int, default=670091, help='labels of the data to generate')
@@ -181,7 +194,7 @@ def main():
         return
     if any(n < 1 for n in a.omikuji_trees or []):
         p.error('--omikuji-trees must be at least 1')
-    folders = a.data or real_data(REAL_SETS)
+    folders = (a.data or []) + real_data(a.real or ([] if a.data else REAL_SETS))
     configs = a.config or ['xmc.toml']
     if a.plot_only:
         for folder in folders:

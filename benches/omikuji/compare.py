@@ -97,7 +97,8 @@ DEBIAN_TOOL = os.path.join('..', 'shared', 'tools', 'debian_xmc.py')
 
 
 def real_data(names, root='datasets/real'):
-    """The folders of the real sets `names`, built by the Debian tool where missing."""
+    """The folders of the real sets `names`, built where missing: the PyPI sets by
+    `benches/real/pypi_xmc.py`, the others by the Debian tool."""
     folders = [os.path.join(root, name) for name in names]
     missing = [n for n, f in zip(names, folders) if not os.path.exists(os.path.join(f, 'train.txt'))]
     if any(n in PYPI_SETS for n in missing):

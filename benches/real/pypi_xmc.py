@@ -71,8 +71,9 @@ def project_names():
 
 
 def fetch(name):
-    """The fields of KEEP of `name`'s JSON, None if it has none (removed, or the request failed
-    three times)."""
+    """The fields of KEEP of `name`'s JSON; `{'name': name, 'missing': True}` for a project
+    the index no longer has (404); None when the request failed three times (not cached, so
+    a later run asks again)."""
     for attempt in range(3):
         try:
             with urllib.request.urlopen(PROJECT.format(name), timeout=30) as r:
@@ -114,6 +115,11 @@ def raw_projects(path, names, threads):
     return [have[n] for n in names if n in have and not have[n].get('missing')]
 
 
+def normalised(name):
+    """A distribution's name as PEP 503 normalises it."""
+    return re.sub(r'[-_.]+', '-', name).lower()
+
+
 def requirement_names(requires):
     """PEP 503 names of the requirements that no extra asks for."""
     out = set()
@@ -123,7 +129,7 @@ def requirement_names(requires):
             continue
         m = re.match(r'\s*([A-Za-z0-9][A-Za-z0-9._-]*)', spec)
         if m:
-            out.add(re.sub(r'[-_.]+', '-', m.group(1)).lower())
+            out.add(normalised(m.group(1)))
     return sorted(out)
 
 
@@ -141,7 +147,7 @@ def main():
                             picked(project_names(), a.per_mille), a.threads)
     samples = {'pypi-classifiers': [], 'pypi-deps': []}
     for p in projects:
-        own = re.sub(r'[-_.]+', '-', p['name']).lower()
+        own = normalised(p['name'])
         tokens = tool.tokenize(f"{p.get('summary') or ''}\n{p.get('description') or ''}")
         samples['pypi-classifiers'].append((p['name'], tokens, sorted(set(p.get('classifiers') or []))))
         deps = [d for d in requirement_names(p.get('requires_dist')) if d != own]

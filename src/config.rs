@@ -3,7 +3,8 @@
 
 use crate::error::{Result, config_error};
 use crate::layer::{
-    Activation, BlockLayout, LayerConfig, LshConfig, Precision, SecondMoment, WeightLayout,
+    Activation, BlockLayout, LayerConfig, LshConfig, Precision, SecondMoment, SoftmaxLoss,
+    WeightLayout,
 };
 use crate::optimizer::AdamConfig;
 use crate::wide::WideConfig;
@@ -215,6 +216,23 @@ impl NetworkConfig {
         }
         self.rebuild.validate()
     }
+
+    /// [`validate`](Self::validate) for a network whose output layer is split between
+    /// `ranks` processes (see [`Network::sharded`](crate::Network::sharded)): with more than
+    /// one, the decoupled softmax is refused, since each label's softmax needs the
+    /// probabilities of every output in one place.
+    pub fn validate_for_ranks(&self, ranks: usize) -> Result<()> {
+        self.validate()?;
+        let decoupled = self.layers.last().map(|l| l.softmax_loss) == Some(SoftmaxLoss::Decoupled);
+        if ranks > 1 && decoupled {
+            return Err(config_error(
+                "output layer",
+                "softmax_loss = \"decoupled\" needs the whole output layer in one process; \
+                 a sharded layer takes \"shared\"",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// FNV-1a, 64 bits, continuing from `hash` (start from [`FNV_OFFSET`]): a stable hash for
@@ -261,6 +279,9 @@ impl NetworkConfig {
             if l.second_moment != SecondMoment::Element {
                 put("second_moment", format!("{:?}", l.second_moment));
             }
+            if l.softmax_loss != SoftmaxLoss::Shared {
+                put("softmax_loss", format!("{:?}", l.softmax_loss));
+            }
             if let Some(lsh) = &l.lsh {
                 lsh.describe(&mut |key, value| put(&format!("lsh.{key}"), value));
             }
@@ -292,6 +313,7 @@ impl NetworkConfig {
                     || key.ends_with(".init")
                     || key.ends_with(".moments")
                     || key.ends_with(".second_moment")
+                    || key.ends_with(".softmax_loss")
                     || key.ends_with(".weights")
                     || key
                         .split_once(".lsh.")

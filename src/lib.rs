@@ -88,8 +88,8 @@ pub use eval::{EVAL_BLOCK, EvalOptions, EvalPrecision};
 pub use kernels::describe as describe_kernels;
 pub use layer::{
     Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
-    Negatives, Picks, Precision, Retrieval, SampleRng, SecondMoment, SelectScratch, SparseLayer,
-    StateSource, StateTensor, Warmup, WarmupLength, WeightLayout, sample_rng,
+    Negatives, Picks, Precision, Retrieval, SampleRng, SecondMoment, SelectScratch, SoftmaxLoss,
+    SparseLayer, StateSource, StateTensor, Warmup, WarmupLength, WeightLayout, sample_rng,
 };
 pub use network::{Network, NetworkState, StateScalars};
 pub use optimizer::{

@@ -113,7 +113,7 @@ impl Network {
         comm: Arc<dyn Communicator>,
     ) -> Result<Self> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-        config.validate()?;
+        config.validate_for_ranks(comm.size())?;
         let mut layers = Vec::with_capacity(config.layers.len());
         let mut in_dim = config.input_dim;
         let last = config.layers.len() - 1;

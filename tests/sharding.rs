@@ -94,6 +94,24 @@ fn hidden_bits(net: &Network) -> Vec<u32> {
     bits
 }
 
+/// The decoupled softmax needs every output's probability in one place: two ranks refuse
+/// it with a message naming the setting, one rank takes it.
+#[test]
+fn a_sharded_output_refuses_decoupled_targets() {
+    let output = LayerConfig {
+        softmax_loss: slide::SoftmaxLoss::Decoupled,
+        ..LayerConfig::new(LABELS, Activation::Softmax)
+    };
+    let config = with_output(output);
+    let comm = InProcess::group(2).into_iter().next().unwrap();
+    let message = Network::sharded(config.clone(), Arc::new(comm))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("softmax_loss"), "{message}");
+    Network::sharded(config, Arc::new(Local)).unwrap();
+}
+
 /// Two ranks train the model one process trains. They differ only in rounding: a rank
 /// sums its half of the hidden gradient and the halves are then added, where one process
 /// sums all the outputs in one run, and the softmax's sum is regrouped the same way; each

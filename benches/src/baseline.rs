@@ -1,6 +1,7 @@
 //! The dense autodiff baseline: the same network as a slide [`Network`] (layer sizes,
-//! activations, weights copied from it, softmax cross-entropy with soft targets `1/|y|` or,
-//! for a sigmoid output, one-vs-all binary cross-entropy; Adam with the same
+//! activations, weights copied from it, softmax cross-entropy with soft targets `1/|y|` (or
+//! each label's softmax against the non-labels, for `SoftmaxLoss::Decoupled`) or, for a
+//! sigmoid output, one-vs-all binary cross-entropy; Adam with the same
 //! hyper-parameters), every neuron computed, gradients by reverse-mode automatic
 //! differentiation in burn (pure-Rust `flex` CPU backend).
 //!
@@ -13,7 +14,7 @@
 
 use burn::tensor::{Bool, Device, IndexingUpdateOp, Int, Tensor, TensorData, activation};
 use slide::lsh::Vector;
-use slide::{Activation, AdamConfig, Examples, Network};
+use slide::{Activation, AdamConfig, Examples, Network, SoftmaxLoss};
 
 /// One layer's parameters as burn tensors: `w` is `[in, out]`, `b` is `[1, out]`.
 struct Layer {
@@ -29,6 +30,8 @@ pub struct Baseline {
     layers: Vec<Layer>,
     adam: AdamConfig,
     step: i32,
+    /// The output's softmax loss is decoupled (each label against the non-labels alone).
+    decoupled: bool,
 }
 
 /// Gradients of the batch-mean loss: per layer, the weights as `[in][out]` row-major and
@@ -87,6 +90,11 @@ impl Baseline {
             layers,
             adam: net.config().adam,
             step: 0,
+            decoupled: net
+                .config()
+                .layers
+                .last()
+                .is_some_and(|l| l.softmax_loss == SoftmaxLoss::Decoupled),
         }
     }
 
@@ -189,6 +197,17 @@ impl Baseline {
                 None => each,
             };
             return each.sum().mul_scalar(1.0 / n as f64);
+        }
+        if self.decoupled {
+            // -(1/|y|) sum_l ln sigmoid(z_l - lse_n z_n), n over the active non-labels: each
+            // label's softmax against them.
+            let labels = targets.clone().greater_elem(0.0);
+            let negatives = logits.clone().mask_fill(labels, -1e30);
+            let top = negatives.clone().max_dim(1);
+            let lse = (negatives - top.clone()).exp().sum_dim(1).log() + top;
+            return (activation::log_sigmoid(logits - lse) * targets)
+                .sum()
+                .mul_scalar(-1.0 / n as f64);
         }
         (activation::log_softmax(logits, 1) * targets)
             .sum()

@@ -6,8 +6,8 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use slide::lsh::{FamilyKind, LshParams, Projection, Sampling};
 use slide::{
-    Activation, AdamConfig, DenseExamples, LayerConfig, LayerGradients, LshConfig, Network,
-    NetworkConfig, RebuildSchedule, Retrieval, SparseExamples, WeightLayout,
+    Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LayerGradients, LshConfig,
+    Network, NetworkConfig, RebuildSchedule, Retrieval, SoftmaxLoss, SparseExamples, WeightLayout,
 };
 use slide_benches::baseline::{Baseline, Gradients};
 
@@ -201,6 +201,75 @@ fn one_vs_all_gradients_equal_autodiff() {
         vec![
             layer(32, Activation::Relu, WeightLayout::NeuronMajor, Some(8)),
             layer(24, Activation::Sigmoid, WeightLayout::NeuronMajor, Some(6)),
+        ],
+    );
+    let g = sampled
+        .gradients(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
+    let masks: Vec<Vec<Vec<u32>>> = g.iter().map(|l| l.active.clone()).collect();
+    assert!(
+        masks[1].iter().all(|a| a.len() < 24),
+        "the output layer samples"
+    );
+    let ad = Baseline::from_network(&sampled).gradients(&data, &batch, Some(&masks));
+    assert_close(&sampled, &g, &ad);
+
+    let mut net = full;
+    let mut base = Baseline::from_network(&net);
+    let loss_base = base.train_step(&data, &batch);
+    let stats = net
+        .train_step(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
+    assert!(
+        (stats.loss - loss_base).abs() < 1e-4 * loss_base,
+        "{} vs {loss_base}",
+        stats.loss
+    );
+}
+
+/// The decoupled softmax (each label against the active non-labels alone), every output
+/// active, then on LSH picks of it: slide's gradients equal autodiff's of the same loss, and
+/// the loss values agree.
+#[test]
+fn decoupled_softmax_gradients_equal_autodiff() {
+    let data = sparse(12, 40, 24);
+    assert!((0..12).any(|i| data.labels(i).len() > 1));
+    let decoupled = |l: LayerConfig| LayerConfig {
+        softmax_loss: SoftmaxLoss::Decoupled,
+        ..l
+    };
+    let full = network(
+        40,
+        vec![
+            layer(24, Activation::Relu, WeightLayout::InputMajor, None),
+            decoupled(layer(
+                24,
+                Activation::Softmax,
+                WeightLayout::NeuronMajor,
+                None,
+            )),
+        ],
+    );
+    let batch: Vec<usize> = (0..12).collect();
+    let g = full
+        .gradients(&mut slide::Workspace::new(), &data, &batch)
+        .unwrap();
+    assert_close(
+        &full,
+        &g,
+        &Baseline::from_network(&full).gradients(&data, &batch, None),
+    );
+
+    let sampled = network(
+        40,
+        vec![
+            layer(32, Activation::Relu, WeightLayout::NeuronMajor, Some(8)),
+            decoupled(layer(
+                24,
+                Activation::Softmax,
+                WeightLayout::NeuronMajor,
+                Some(6),
+            )),
         ],
     );
     let g = sampled

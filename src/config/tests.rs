@@ -31,11 +31,10 @@ fn architecture_hash_is_stable_and_ignores_training_settings() {
     trained_differently.layers[1].moments = Precision::Bf16;
     trained_differently.layers[1].weights = Precision::Bf16;
     trained_differently.layers[1].second_moment = SecondMoment::Row;
-    assert!(
-        trained_differently
-            .describe()
-            .contains(&("layers.1.second_moment".into(), "Row".into()))
-    );
+    trained_differently.layers[1].softmax_loss = SoftmaxLoss::Decoupled;
+    let described = trained_differently.describe();
+    assert!(described.contains(&("layers.1.second_moment".into(), "Row".into())));
+    assert!(described.contains(&("layers.1.softmax_loss".into(), "Decoupled".into())));
     assert_eq!(
         trained_differently.architecture_hash(),
         base.architecture_hash()
@@ -118,7 +117,8 @@ fn a_pool_is_part_of_the_architecture_when_it_is_used() {
 }
 
 /// A sigmoid output layer is accepted; a sigmoid or softmax below the output, a ReLU
-/// output and a log-Q correction of a sigmoid are refused, each naming the layer.
+/// output, a log-Q correction of a sigmoid and decoupled softmax targets on a sigmoid are
+/// refused, each naming the layer or the setting.
 #[test]
 fn output_activations_are_checked() {
     let mut sigmoid = config();
@@ -145,6 +145,19 @@ fn output_activations_are_checked() {
     assert!(message.contains("log_q"), "{message}");
     corrected.layers[1].lsh.as_mut().unwrap().negatives.log_q = false;
     corrected.validate().unwrap();
+    // Decoupled softmax targets belong to a softmax layer alone.
+    let mut decoupled = config();
+    decoupled.layers[1].softmax_loss = SoftmaxLoss::Decoupled;
+    decoupled.layers[1].validate().unwrap();
+    Network::new(decoupled.clone()).unwrap();
+    decoupled.layers[1].activation = Activation::Sigmoid;
+    let message = decoupled.layers[1].validate().unwrap_err().to_string();
+    assert!(message.contains("softmax_loss"), "{message}");
+    let message = Network::new(decoupled).err().unwrap().to_string();
+    assert!(
+        message.contains("layer 1") && message.contains("softmax_loss"),
+        "{message}"
+    );
 }
 
 /// The estimate is close to what a built network holds (its parameters and tables after

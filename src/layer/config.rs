@@ -38,6 +38,28 @@ pub enum Activation {
     Sigmoid,
 }
 
+/// How a softmax output layer's loss treats a sample's several labels. In TOML (the `serde`
+/// feature): `softmax_loss = "shared"` or `"decoupled"` on the output layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case")
+)]
+pub enum SoftmaxLoss {
+    /// One softmax shared by the sample's labels, with targets `1/|y|` on each:
+    /// `-(1/|y|) sum_l ln p_l`. The labels compete for the probability mass, so a label
+    /// that already holds more than `1/|y|` of it is pushed down.
+    #[default]
+    Shared,
+    /// Each label its own softmax against the active outputs that are not labels
+    /// ("decoupled softmax", Gupta et al., ICLR 2024):
+    /// `-(1/|y|) sum_l ln(e^z_l / (e^z_l + sum_n e^z_n))`, `n` over the non-labels. A
+    /// sample's labels do not compete with each other; each is pushed above the
+    /// negatives. Needs the whole output layer on one rank (no sharding).
+    Decoupled,
+}
+
 impl Activation {
     /// Whether this activation belongs to the output layer (and pairs with a loss).
     pub fn is_output(self) -> bool {
@@ -162,6 +184,9 @@ pub struct LayerConfig {
     /// Whether Adam keeps the weights' second moment per weight or per row (the biases'
     /// are always per bias).
     pub second_moment: SecondMoment,
+    /// How a softmax output's loss treats a sample's labels (only a softmax layer may set
+    /// [`SoftmaxLoss::Decoupled`]).
+    pub softmax_loss: SoftmaxLoss,
 }
 
 impl LayerConfig {
@@ -184,6 +209,7 @@ impl LayerConfig {
             moments: Precision::F32,
             weights: Precision::F32,
             second_moment: SecondMoment::Element,
+            softmax_loss: SoftmaxLoss::Shared,
         }
     }
 
@@ -196,8 +222,9 @@ impl LayerConfig {
     }
 
     /// Every check of the layer's own settings (the input dimension aside): at least one
-    /// neuron, LSH only on neuron-major weights, BF16 weights with BF16 moments, a positive
-    /// initial scale and the LSH settings ([`LshConfig::validate`]).
+    /// neuron, LSH only on neuron-major weights, BF16 weights with BF16 moments, decoupled
+    /// softmax targets only on a softmax layer, a positive initial scale and the LSH
+    /// settings ([`LshConfig::validate`]).
     pub fn validate(&self) -> Result<()> {
         let fail = |reason: &str| Err(crate::error::config_error("layer", reason.to_string()));
         if self.out_dim == 0 {
@@ -208,6 +235,9 @@ impl LayerConfig {
         }
         if self.weights == Precision::Bf16 && self.moments != Precision::Bf16 {
             return fail("BF16 weights need BF16 moments");
+        }
+        if self.softmax_loss == SoftmaxLoss::Decoupled && self.activation != Activation::Softmax {
+            return fail("softmax_loss = \"decoupled\" is for a softmax output layer");
         }
         self.init
             .validate()
@@ -239,6 +269,8 @@ struct LayerSpec {
     weights: Precision,
     #[serde(default)]
     second_moment: SecondMoment,
+    #[serde(default)]
+    softmax_loss: SoftmaxLoss,
 }
 
 #[cfg(feature = "serde")]
@@ -255,6 +287,7 @@ impl TryFrom<LayerSpec> for LayerConfig {
             moments,
             weights,
             second_moment,
+            softmax_loss,
         } = spec;
         Ok(LayerConfig {
             out_dim: size,
@@ -265,6 +298,7 @@ impl TryFrom<LayerSpec> for LayerConfig {
             moments,
             weights,
             second_moment,
+            softmax_loss,
         })
     }
 }

@@ -67,7 +67,7 @@ use slide_lsh::{CodeBuffer, QueryScratch};
 use config::WEIGHTS;
 pub use config::{
     Activation, DEFAULT_SHARED_REFRESH, Init, LayerConfig, LshConfig, Mode, Picks, Precision,
-    SecondMoment, Warmup, WarmupLength, WeightLayout,
+    SecondMoment, SoftmaxLoss, Warmup, WarmupLength, WeightLayout,
 };
 pub(crate) use config::{BlockLayout, V};
 pub(crate) use lsh_state::LshState;
@@ -98,6 +98,7 @@ pub struct SparseLayer {
     pub(crate) in_dim: usize,
     pub(crate) out_dim: usize,
     pub(crate) activation: Activation,
+    pub(crate) softmax_loss: SoftmaxLoss,
     pub(crate) layout: WeightLayout,
     /// Floats per stored row: the row length rounded up to 16 (64 bytes).
     pub(crate) stride: usize,
@@ -218,6 +219,7 @@ impl SparseLayer {
             in_dim,
             out_dim,
             activation: config.activation,
+            softmax_loss: config.softmax_loss,
             layout: config.layout,
             stride,
             params,

@@ -116,7 +116,8 @@ impl Pass<'_> {
             let factor = sum * (max - global_max).exp() / global_sum;
             output.out.iter_mut().for_each(|p| *p *= factor);
         }
-        *loss = output_loss(activation, output, labels, self.data.labels(sample).len());
+        let losses = (activation, self.layers[last].softmax_loss);
+        *loss = output_loss(losses, output, labels, self.data.labels(sample).len());
         if last > 0 {
             let (below, here) = traces.split_at_mut(last);
             let prev = &mut below[last - 1];

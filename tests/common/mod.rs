@@ -9,7 +9,7 @@ use rand::{RngExt, SeedableRng};
 use slide::lsh::{FamilyKind, LshParams, Projection, Sampling, Vector};
 use slide::{
     Activation, AdamConfig, DenseExamples, Examples, LayerConfig, LayerGradients, LshConfig,
-    Network, NetworkConfig, RebuildSchedule, Retrieval, SparseExamples, WeightLayout,
+    Network, NetworkConfig, RebuildSchedule, Retrieval, SoftmaxLoss, SparseExamples, WeightLayout,
 };
 
 pub fn dense(out_dim: usize, activation: Activation) -> LayerConfig {
@@ -115,6 +115,9 @@ pub struct Reference {
     /// fraction of the shift they get (`Negatives::shared_shift`).
     pub shared: Vec<u32>,
     pub shared_fraction: f64,
+    /// A softmax output's loss: each label against the active non-labels alone
+    /// ([`SoftmaxLoss::Decoupled`]) instead of one softmax with targets `1/|y|`.
+    pub decoupled: bool,
 }
 
 impl Reference {
@@ -138,6 +141,11 @@ impl Reference {
             random_tail: None,
             shared: Vec::new(),
             shared_fraction: 0.0,
+            decoupled: net
+                .config()
+                .layers
+                .last()
+                .is_some_and(|l| l.softmax_loss == SoftmaxLoss::Decoupled),
         }
     }
 
@@ -204,8 +212,9 @@ impl Reference {
         a
     }
 
-    /// Batch-mean loss: cross-entropy with soft targets `1/|y|` for a softmax output,
-    /// one-vs-all binary cross-entropy summed over the active outputs for a sigmoid one.
+    /// Batch-mean loss: cross-entropy with soft targets `1/|y|` for a softmax output (with
+    /// `decoupled`, each label's softmax against the active non-labels, averaged), one-vs-all
+    /// binary cross-entropy summed over the active outputs for a sigmoid one.
     pub fn loss(
         &self,
         data: &dyn Examples,
@@ -250,6 +259,23 @@ impl Reference {
                     } else {
                         (1.0 - q).ln()
                     };
+                }
+                continue;
+            }
+            if self.decoupled {
+                // Each label's softmax against the active non-labels: p_y / (p_y + N).
+                let active: Vec<u32> = match &sets {
+                    Some(sets) => sets.last().unwrap().to_vec(),
+                    None => (0..p.len() as u32).collect(),
+                };
+                let negatives: f64 = active
+                    .iter()
+                    .filter(|j| !labels.contains(j))
+                    .map(|&j| p[j as usize])
+                    .sum();
+                for &y in labels {
+                    let q = p[y as usize] / (p[y as usize] + negatives);
+                    total -= q.ln() / labels.len() as f64;
                 }
                 continue;
             }

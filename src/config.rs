@@ -282,6 +282,9 @@ impl NetworkConfig {
             if l.softmax_loss != SoftmaxLoss::Shared {
                 put("softmax_loss", format!("{:?}", l.softmax_loss));
             }
+            if l.lr_scale != 1.0 {
+                put("lr_scale", l.lr_scale.to_string());
+            }
             if let Some(lsh) = &l.lsh {
                 lsh.describe(&mut |key, value| put(&format!("lsh.{key}"), value));
             }
@@ -314,6 +317,7 @@ impl NetworkConfig {
                     || key.ends_with(".moments")
                     || key.ends_with(".second_moment")
                     || key.ends_with(".softmax_loss")
+                    || key.ends_with(".lr_scale")
                     || key.ends_with(".weights")
                     || key
                         .split_once(".lsh.")

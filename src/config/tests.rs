@@ -32,7 +32,9 @@ fn architecture_hash_is_stable_and_ignores_training_settings() {
     trained_differently.layers[1].weights = Precision::Bf16;
     trained_differently.layers[1].second_moment = SecondMoment::Row;
     trained_differently.layers[1].softmax_loss = SoftmaxLoss::Decoupled;
+    trained_differently.layers[1].lr_scale = 2.0;
     let described = trained_differently.describe();
+    assert!(described.contains(&("layers.1.lr_scale".into(), "2".into())));
     assert!(described.contains(&("layers.1.second_moment".into(), "Row".into())));
     assert!(described.contains(&("layers.1.softmax_loss".into(), "Decoupled".into())));
     assert_eq!(
@@ -117,8 +119,8 @@ fn a_pool_is_part_of_the_architecture_when_it_is_used() {
 }
 
 /// A sigmoid output layer is accepted; a sigmoid or softmax below the output, a ReLU
-/// output, a log-Q correction of a sigmoid and decoupled softmax targets on a sigmoid are
-/// refused, each naming the layer or the setting.
+/// output, a log-Q correction of a sigmoid, a layer's `lr_scale` that is not positive and
+/// decoupled softmax targets on a sigmoid are refused, each naming the layer or the setting.
 #[test]
 fn output_activations_are_checked() {
     let mut sigmoid = config();
@@ -145,6 +147,12 @@ fn output_activations_are_checked() {
     assert!(message.contains("log_q"), "{message}");
     corrected.layers[1].lsh.as_mut().unwrap().negatives.log_q = false;
     corrected.validate().unwrap();
+    for bad in [0.0, -1.0, f32::NAN] {
+        let mut scaled = config();
+        scaled.layers[1].lr_scale = bad;
+        let message = Network::new(scaled).err().unwrap().to_string();
+        assert!(message.contains("lr_scale"), "{message}");
+    }
     // Decoupled softmax targets belong to a softmax layer alone.
     let mut decoupled = config();
     decoupled.layers[1].softmax_loss = SoftmaxLoss::Decoupled;

@@ -31,4 +31,13 @@ impl AdamStep {
             eps,
         }
     }
+
+    /// The same update with its step size times `factor` (a layer's `lr_scale`).
+    #[inline]
+    pub fn scaled(self, factor: f32) -> Self {
+        AdamStep {
+            step_size: self.step_size * factor,
+            ..self
+        }
+    }
 }

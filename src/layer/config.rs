@@ -187,6 +187,10 @@ pub struct LayerConfig {
     /// How a softmax output's loss treats a sample's labels (only a softmax layer may set
     /// [`SoftmaxLoss::Decoupled`]).
     pub softmax_loss: SoftmaxLoss,
+    /// This layer's Adam steps (weights and biases) are the optimizer's learning rate times
+    /// this factor (default 1; positive): a wide output layer whose rows each see few
+    /// samples may learn faster than the layers below it.
+    pub lr_scale: f32,
 }
 
 impl LayerConfig {
@@ -210,6 +214,7 @@ impl LayerConfig {
             weights: Precision::F32,
             second_moment: SecondMoment::Element,
             softmax_loss: SoftmaxLoss::Shared,
+            lr_scale: 1.0,
         }
     }
 
@@ -222,8 +227,9 @@ impl LayerConfig {
     }
 
     /// Every check of the layer's own settings (the input dimension aside): at least one
-    /// neuron, LSH only on neuron-major weights, BF16 weights with BF16 moments, decoupled
-    /// softmax targets only on a softmax layer, a positive initial scale and the LSH
+    /// neuron, LSH only on neuron-major weights, BF16 weights with BF16 moments, a positive
+    /// `lr_scale`, decoupled softmax targets only on a softmax layer, a positive initial
+    /// scale and the LSH
     /// settings ([`LshConfig::validate`]).
     pub fn validate(&self) -> Result<()> {
         let fail = |reason: &str| Err(crate::error::config_error("layer", reason.to_string()));
@@ -235,6 +241,9 @@ impl LayerConfig {
         }
         if self.weights == Precision::Bf16 && self.moments != Precision::Bf16 {
             return fail("BF16 weights need BF16 moments");
+        }
+        if !(self.lr_scale.is_finite() && self.lr_scale > 0.0) {
+            return fail(&format!("lr_scale must be positive, got {}", self.lr_scale));
         }
         if self.softmax_loss == SoftmaxLoss::Decoupled && self.activation != Activation::Softmax {
             return fail("softmax_loss = \"decoupled\" is for a softmax output layer");
@@ -271,6 +280,13 @@ struct LayerSpec {
     second_moment: SecondMoment,
     #[serde(default)]
     softmax_loss: SoftmaxLoss,
+    #[serde(default = "one")]
+    lr_scale: f32,
+}
+
+#[cfg(feature = "serde")]
+fn one() -> f32 {
+    1.0
 }
 
 #[cfg(feature = "serde")]
@@ -288,6 +304,7 @@ impl TryFrom<LayerSpec> for LayerConfig {
             weights,
             second_moment,
             softmax_loss,
+            lr_scale,
         } = spec;
         Ok(LayerConfig {
             out_dim: size,
@@ -299,6 +316,7 @@ impl TryFrom<LayerSpec> for LayerConfig {
             weights,
             second_moment,
             softmax_loss,
+            lr_scale,
         })
     }
 }

@@ -99,15 +99,14 @@ pub struct SparseLayer {
     pub(crate) out_dim: usize,
     pub(crate) activation: Activation,
     pub(crate) softmax_loss: SoftmaxLoss,
+    pub(crate) lr_scale: f32,
     pub(crate) layout: WeightLayout,
     /// Floats per stored row: the row length rounded up to 16 (64 bytes).
     pub(crate) stride: usize,
-    /// Row `r` of the weights, then its Adam moments: `[w | m | v]`, `stride` values each,
-    /// f32 or BF16 (see [`Precision`] and [`BlockLayout`]), in one block of
-    /// [`block`](Self::block) floats at `r * block`. An update reads and writes one
-    /// contiguous 1.5 KB block (1 KB with BF16 moments, 768 bytes with BF16 weights too)
-    /// for a 128-wide row instead of three scattered ones; the update of randomly chosen
-    /// rows is bound by memory traffic, so this is what it costs.
+    /// Row `r` of the weights, then its Adam moments: `[w | m | v]`, `stride` values each, f32
+    /// or BF16 ([`Precision`], [`BlockLayout`]), one block of [`block`](Self::block) floats
+    /// at `r * block`: an update of randomly chosen rows, bound by memory traffic, reads and
+    /// writes one contiguous block (1.5 KB for a 128-wide f32 row) instead of three.
     pub(crate) params: Vec<f32>,
     pub(crate) moments: Precision,
     pub(crate) weights: Precision,
@@ -220,6 +219,7 @@ impl SparseLayer {
             out_dim,
             activation: config.activation,
             softmax_loss: config.softmax_loss,
+            lr_scale: config.lr_scale,
             layout: config.layout,
             stride,
             params,

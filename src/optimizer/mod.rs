@@ -126,7 +126,7 @@ impl SparseLayer {
             weights,
             moments,
         );
-        let taken = adam.steps();
+        let (taken, lr_scale) = (adam.steps(), self.lr_scale);
         let shared = &*scratch;
         rows.par_for_each_init(
             &shared.touched,
@@ -143,7 +143,7 @@ impl SparseLayer {
                 g.resize(row_len, 0.0);
                 accumulate_row(layout, batch, shared.group(k), scale, g);
                 *row.steps += 1;
-                let step = adam.step(*row.steps);
+                let step = adam.step(*row.steps).scaled(lr_scale);
                 // Rounding bits of this row's update (BF16 only): the row, the optimizer's
                 // step and the row's own count (for callers that never advance Adam).
                 let when = taken.wrapping_add(u64::from(*row.steps) << 32);
@@ -198,6 +198,7 @@ impl SparseLayer {
             m: &mut self.bias_m,
             v: &mut self.bias_v,
             steps: &mut self.bias_steps,
+            lr_scale: self.lr_scale,
         };
         match layout {
             WeightLayout::NeuronMajor => biases.update(0, &scratch.touched, gradients, adam),
@@ -288,6 +289,8 @@ struct BiasRows<'a> {
     m: &'a mut [f32],
     v: &'a mut [f32],
     steps: &'a mut [u32],
+    /// The layer's [`lr_scale`](crate::LayerConfig::lr_scale).
+    lr_scale: f32,
 }
 
 /// Touched neurons per task of [`BiasRows::update`].
@@ -297,7 +300,7 @@ impl BiasRows<'_> {
     /// One Adam update of bias `neuron`'s (relative to these rows) with gradient `g`.
     fn update_one(&mut self, neuron: usize, g: f32, adam: &Adam) {
         self.steps[neuron] += 1;
-        let s = adam.step(self.steps[neuron]);
+        let s = adam.step(self.steps[neuron]).scaled(self.lr_scale);
         (kernels().adam)(
             std::slice::from_mut(&mut self.bias[neuron]),
             &[g],
@@ -333,12 +336,19 @@ impl BiasRows<'_> {
         let (v, v_right) = self.v.split_at_mut(at);
         let (steps, steps_right) = self.steps.split_at_mut(at);
         (
-            BiasRows { bias, m, v, steps },
+            BiasRows {
+                bias,
+                m,
+                v,
+                steps,
+                lr_scale: self.lr_scale,
+            },
             BiasRows {
                 bias: bias_right,
                 m: m_right,
                 v: v_right,
                 steps: steps_right,
+                lr_scale: self.lr_scale,
             },
         )
     }

@@ -146,6 +146,7 @@ fn biases_updated_in_parallel_equal_one_loop() {
             m,
             v,
             steps: &mut steps,
+            lr_scale: 1.0,
         }
         .update(0, &touched, &gradients, &adam);
         let [bias, m, v] = &mut sequential;
@@ -154,6 +155,7 @@ fn biases_updated_in_parallel_equal_one_loop() {
             m,
             v,
             steps: &mut sequential_steps,
+            lr_scale: 1.0,
         };
         for (&neuron, &g) in touched.iter().zip(&gradients) {
             one.update_one(neuron as usize, g, &adam);
@@ -163,5 +165,48 @@ fn biases_updated_in_parallel_equal_one_loop() {
         // Untouched neurons kept their values; touched ones moved.
         assert_eq!(parallel[0][1], start(1));
         assert_ne!(parallel[0][2], start(2));
+    }
+}
+
+/// `lr_scale` multiplies the layer's Adam steps: from the same weights and gradient, the
+/// first update of a layer with `lr_scale = 2.5` moves every touched weight and bias 2.5
+/// times as far as the plain layer's (Adam's first step is `lr * sign(g)` = 0.001 here;
+/// 1e-6 allows the f32 roundings of weights near 1), in both layouts; the rest stays.
+#[test]
+fn lr_scale_multiplies_the_step() {
+    use crate::layer::{Activation, LayerConfig};
+    let x = [1.0f32, 0.0, 2.0];
+    for layout in [WeightLayout::NeuronMajor, WeightLayout::InputMajor] {
+        let t = trace(&[1, 4], &[0.5, -1.0], (3, 6));
+        let batch = [(Vector::Dense(&x), &t)];
+        let mut adam = Adam::new(AdamConfig::default()).unwrap();
+        adam.advance();
+        let moved = |lr_scale: f32| {
+            let config = LayerConfig {
+                layout,
+                lr_scale,
+                ..LayerConfig::new(6, Activation::Linear)
+            };
+            let mut l = SparseLayer::new(3, &config, 5).unwrap();
+            let before = l.export_state();
+            l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default())
+                .unwrap();
+            let after = l.export_state();
+            let (b, a) = (&before.weights, &after.weights);
+            let weights: Vec<f32> = a.iter().zip(b).map(|(a, b)| a - b).collect();
+            let biases: Vec<f32> = (0..6).map(|j| l.bias(j) - before.bias[j]).collect();
+            (weights, biases)
+        };
+        let (w1, b1) = moved(1.0);
+        let (w2, b2) = moved(2.5);
+        // Neurons 1 and 4 on inputs 0 and 2 (input 1 is zero), and their two biases.
+        assert_eq!(w1.iter().filter(|d| d.abs() > 0.0).count(), 4, "{layout:?}");
+        assert_eq!(b1.iter().filter(|d| d.abs() > 0.0).count(), 2, "{layout:?}");
+        for (one, scaled) in w1.iter().chain(&b1).zip(w2.iter().chain(&b2)) {
+            assert!(
+                (scaled - 2.5 * one).abs() <= 1e-6,
+                "{one} {scaled} ({layout:?})"
+            );
+        }
     }
 }

@@ -203,6 +203,31 @@ fn sampled_one_vs_all_gradients_equal_those_of_the_active_outputs_losses() {
     }
 }
 
+/// A 24 -> 8 ReLU -> 20 sampled softmax network with `softmax_loss`, log-Q and 3 shared
+/// negatives at half the shift, after eight steps of its data (which refresh the shared
+/// negatives), and the data.
+fn shared_shift_network(softmax_loss: SoftmaxLoss) -> (slide::SparseExamples, Network) {
+    let data = sparse_data(16, 24, 20, 5);
+    let mut output = sampled(20, Activation::Softmax, 5);
+    output.softmax_loss = softmax_loss;
+    output.lsh = output.lsh.map(|l| slide::LshConfig {
+        negatives: slide::Negatives {
+            log_q: true,
+            shared_negatives: 3,
+            shared_shift: 0.5,
+            ..l.negatives
+        },
+        ..l
+    });
+    let mut net = network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6);
+    for b in 0..8 {
+        let batch: Vec<usize> = (2 * b..2 * b + 2).collect();
+        net.train_step(&mut slide::Workspace::new(), &data, &batch)
+            .unwrap();
+    }
+    (data, net)
+}
+
 /// The decoupled softmax (`SoftmaxLoss::Decoupled`): each label `l` of a sample against the
 /// active non-labels alone, `loss = -(1/|y|) sum_l ln(p_l / (p_l + N))` with `N` their summed
 /// probability, so d loss / d z_l = (q_l - 1) / |y| and d loss / d z_n = p_n (1/|y|)
@@ -237,24 +262,7 @@ fn decoupled_softmax_gradients_match_central_differences() {
 /// of that loss. Measured worst relative error 3.7e-6 (portable kernels), 7.2e-6 (scalar).
 #[test]
 fn sampled_decoupled_softmax_gradients_equal_those_of_the_shifted_loss() {
-    let data = sparse_data(16, 24, 20, 5);
-    let mut output = sampled(20, Activation::Softmax, 5);
-    output.softmax_loss = SoftmaxLoss::Decoupled;
-    output.lsh = output.lsh.map(|l| slide::LshConfig {
-        negatives: slide::Negatives {
-            log_q: true,
-            shared_negatives: 3,
-            shared_shift: 0.5,
-            ..l.negatives
-        },
-        ..l
-    });
-    let mut net = network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6);
-    for b in 0..8 {
-        let batch: Vec<usize> = (2 * b..2 * b + 2).collect();
-        net.train_step(&mut slide::Workspace::new(), &data, &batch)
-            .unwrap();
-    }
+    let (data, net) = shared_shift_network(SoftmaxLoss::Decoupled);
     let batch: Vec<usize> = (0..6).collect();
     let grads = checked_gradients(&net, &data, &batch, "decoupled, sampled", 1e-3);
     for (s, &i) in batch.iter().enumerate() {
@@ -299,24 +307,7 @@ fn log_q_gradients_equal_those_of_the_shifted_loss() {
 /// between refreshes, which changed the set the eight steps leave).
 #[test]
 fn shared_shift_gradients_equal_those_of_the_shifted_loss() {
-    let data = sparse_data(16, 24, 20, 5);
-    let mut output = sampled(20, Activation::Softmax, 5);
-    output.lsh = output.lsh.map(|l| slide::LshConfig {
-        negatives: slide::Negatives {
-            log_q: true,
-            shared_negatives: 3,
-            shared_shift: 0.5,
-            ..l.negatives
-        },
-        ..l
-    });
-    let mut net = network(24, vec![dense(8, Activation::Relu), output], 1e-3, 6);
-    // Eight steps refresh the shared negatives.
-    for b in 0..8 {
-        let batch: Vec<usize> = (2 * b..2 * b + 2).collect();
-        net.train_step(&mut slide::Workspace::new(), &data, &batch)
-            .unwrap();
-    }
+    let (data, net) = shared_shift_network(SoftmaxLoss::Shared);
     let shared = net.export_state().layers[1].shared.clone();
     assert_eq!(shared.len(), 3);
     let batch: Vec<usize> = (0..6).collect();

@@ -173,19 +173,15 @@ fn sampled_gradients_equal_autodiff_of_the_masked_loss() {
     assert!(apart > 1e-3, "masked and full gradients agree ({apart})");
 }
 
-/// One-vs-all binary cross-entropy on a sigmoid output, every output active, then on LSH
-/// picks of it: slide's gradients equal autodiff's of the loss over the same outputs, and
-/// the loss values agree.
-#[test]
-fn one_vs_all_gradients_equal_autodiff() {
+/// The output loss of `output` (a 24-wide output layer, sampled by LSH with a budget when
+/// given one), every output active, then on LSH picks of it: slide's gradients equal
+/// autodiff's of the loss over the same outputs, and the loss values of a training step
+/// agree.
+fn output_loss_equals_autodiff(output: impl Fn(Option<usize>) -> LayerConfig) {
     let data = sparse(12, 40, 24);
-    let full = network(
-        40,
-        vec![
-            layer(24, Activation::Relu, WeightLayout::InputMajor, None),
-            layer(24, Activation::Sigmoid, WeightLayout::NeuronMajor, None),
-        ],
-    );
+    assert!((0..12).any(|i| data.labels(i).len() > 1));
+    let hidden = layer(24, Activation::Relu, WeightLayout::InputMajor, None);
+    let full = network(40, vec![hidden, output(None)]);
     let batch: Vec<usize> = (0..12).collect();
     let g = full
         .gradients(&mut slide::Workspace::new(), &data, &batch)
@@ -196,13 +192,8 @@ fn one_vs_all_gradients_equal_autodiff() {
         &Baseline::from_network(&full).gradients(&data, &batch, None),
     );
 
-    let sampled = network(
-        40,
-        vec![
-            layer(32, Activation::Relu, WeightLayout::NeuronMajor, Some(8)),
-            layer(24, Activation::Sigmoid, WeightLayout::NeuronMajor, Some(6)),
-        ],
-    );
+    let hidden = layer(32, Activation::Relu, WeightLayout::NeuronMajor, Some(8));
+    let sampled = network(40, vec![hidden, output(Some(6))]);
     let g = sampled
         .gradients(&mut slide::Workspace::new(), &data, &batch)
         .unwrap();
@@ -227,73 +218,21 @@ fn one_vs_all_gradients_equal_autodiff() {
     );
 }
 
-/// The decoupled softmax (each label against the active non-labels alone), every output
-/// active, then on LSH picks of it: slide's gradients equal autodiff's of the same loss, and
-/// the loss values agree.
+/// One-vs-all binary cross-entropy on a sigmoid output.
+#[test]
+fn one_vs_all_gradients_equal_autodiff() {
+    output_loss_equals_autodiff(|budget| {
+        layer(24, Activation::Sigmoid, WeightLayout::NeuronMajor, budget)
+    });
+}
+
+/// The decoupled softmax (each label against the active non-labels alone).
 #[test]
 fn decoupled_softmax_gradients_equal_autodiff() {
-    let data = sparse(12, 40, 24);
-    assert!((0..12).any(|i| data.labels(i).len() > 1));
-    let decoupled = |l: LayerConfig| LayerConfig {
+    output_loss_equals_autodiff(|budget| LayerConfig {
         softmax_loss: SoftmaxLoss::Decoupled,
-        ..l
-    };
-    let full = network(
-        40,
-        vec![
-            layer(24, Activation::Relu, WeightLayout::InputMajor, None),
-            decoupled(layer(
-                24,
-                Activation::Softmax,
-                WeightLayout::NeuronMajor,
-                None,
-            )),
-        ],
-    );
-    let batch: Vec<usize> = (0..12).collect();
-    let g = full
-        .gradients(&mut slide::Workspace::new(), &data, &batch)
-        .unwrap();
-    assert_close(
-        &full,
-        &g,
-        &Baseline::from_network(&full).gradients(&data, &batch, None),
-    );
-
-    let sampled = network(
-        40,
-        vec![
-            layer(32, Activation::Relu, WeightLayout::NeuronMajor, Some(8)),
-            decoupled(layer(
-                24,
-                Activation::Softmax,
-                WeightLayout::NeuronMajor,
-                Some(6),
-            )),
-        ],
-    );
-    let g = sampled
-        .gradients(&mut slide::Workspace::new(), &data, &batch)
-        .unwrap();
-    let masks: Vec<Vec<Vec<u32>>> = g.iter().map(|l| l.active.clone()).collect();
-    assert!(
-        masks[1].iter().all(|a| a.len() < 24),
-        "the output layer samples"
-    );
-    let ad = Baseline::from_network(&sampled).gradients(&data, &batch, Some(&masks));
-    assert_close(&sampled, &g, &ad);
-
-    let mut net = full;
-    let mut base = Baseline::from_network(&net);
-    let loss_base = base.train_step(&data, &batch);
-    let stats = net
-        .train_step(&mut slide::Workspace::new(), &data, &batch)
-        .unwrap();
-    assert!(
-        (stats.loss - loss_base).abs() < 1e-4 * loss_base,
-        "{} vs {loss_base}",
-        stats.loss
-    );
+        ..layer(24, Activation::Softmax, WeightLayout::NeuronMajor, budget)
+    });
 }
 
 /// One Adam step from the same weights: every parameter moves by the same amount (within

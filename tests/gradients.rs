@@ -88,6 +88,22 @@ fn assert_losses_differ(
     assert!((la - lb).abs() > 1e-3, "{la} against {lb}");
 }
 
+/// The output layer (layer 1 of `grads`) sampled fewer than its `width` outputs for every
+/// sample of `batch`, its labels always among them.
+fn assert_output_sampled_with_labels(
+    grads: &[LayerGradients],
+    data: &dyn Examples,
+    batch: &[usize],
+    width: usize,
+) {
+    for (s, &i) in batch.iter().enumerate() {
+        assert!(grads[1].active[s].len() < width, "output layer not sampled");
+        for y in data.labels(i) {
+            assert!(grads[1].active[s].contains(y), "label {y} not active");
+        }
+    }
+}
+
 /// Dense input, ReLU and linear hidden layers, softmax output, every neuron active.
 /// d loss / d w[j][i] = delta_j * a_i, delta = (p - y) at the output, propagated through
 /// W^T and the activations' derivatives. Measured worst relative error 1.4e-6: the f32
@@ -145,13 +161,10 @@ fn lsh_gradients_equal_those_of_the_loss_restricted_to_the_active_set() {
     let batch: Vec<usize> = (0..6).collect();
     let grads = checked_gradients(&net, &data, &batch, "LSH restricted", 1e-3);
     // The sampling really is sparse, and labels are always active.
-    for (s, &i) in batch.iter().enumerate() {
+    for s in 0..batch.len() {
         assert!(grads[0].active[s].len() < 16, "hidden layer not sampled");
-        assert!(grads[1].active[s].len() < 20, "output layer not sampled");
-        for y in data.labels(i) {
-            assert!(grads[1].active[s].contains(y), "label {y} not active");
-        }
     }
+    assert_output_sampled_with_labels(&grads, &data, &batch, 20);
     let touched: std::collections::BTreeSet<u32> =
         grads[1].active.iter().flatten().copied().collect();
     assert_eq!(grads[1].rows, touched.into_iter().collect::<Vec<_>>());
@@ -195,12 +208,7 @@ fn sampled_one_vs_all_gradients_equal_those_of_the_active_outputs_losses() {
     );
     let batch: Vec<usize> = (0..6).collect();
     let grads = checked_gradients(&net, &data, &batch, "one-vs-all LSH", 1e-4);
-    for (s, &i) in batch.iter().enumerate() {
-        assert!(grads[1].active[s].len() < 20, "output layer not sampled");
-        for y in data.labels(i) {
-            assert!(grads[1].active[s].contains(y), "label {y} not active");
-        }
-    }
+    assert_output_sampled_with_labels(&grads, &data, &batch, 20);
 }
 
 /// A 24 -> 8 ReLU -> 20 sampled softmax network with `softmax_loss`, log-Q and 3 shared
@@ -265,12 +273,7 @@ fn sampled_decoupled_softmax_gradients_equal_those_of_the_shifted_loss() {
     let (data, net) = shared_shift_network(SoftmaxLoss::Decoupled);
     let batch: Vec<usize> = (0..6).collect();
     let grads = checked_gradients(&net, &data, &batch, "decoupled, sampled", 1e-3);
-    for (s, &i) in batch.iter().enumerate() {
-        assert!(grads[1].active[s].len() < 20, "output layer not sampled");
-        for y in data.labels(i) {
-            assert!(grads[1].active[s].contains(y), "label {y} not active");
-        }
-    }
+    assert_output_sampled_with_labels(&grads, &data, &batch, 20);
 }
 
 /// The log-Q correction: each non-label active output's logit is raised by

@@ -229,8 +229,7 @@ impl LayerConfig {
     /// Every check of the layer's own settings (the input dimension aside): at least one
     /// neuron, LSH only on neuron-major weights, BF16 weights with BF16 moments, a positive
     /// `lr_scale`, decoupled softmax targets only on a softmax layer, a positive initial
-    /// scale and the LSH
-    /// settings ([`LshConfig::validate`]).
+    /// scale and the LSH settings ([`LshConfig::validate`]).
     pub fn validate(&self) -> Result<()> {
         let fail = |reason: &str| Err(crate::error::config_error("layer", reason.to_string()));
         if self.out_dim == 0 {

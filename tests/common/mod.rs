@@ -247,11 +247,12 @@ impl Reference {
                 _ => None,
             };
             let p = self.forward_shifted(&x, sets.as_deref(), shift);
+            // The output layer's active ids (every output without sets).
+            let active: Vec<u32> = match &sets {
+                Some(sets) => sets.last().unwrap().to_vec(),
+                None => (0..p.len() as u32).collect(),
+            };
             if self.activations.last() == Some(&Activation::Sigmoid) {
-                let active: Vec<u32> = match &sets {
-                    Some(sets) => sets.last().unwrap().to_vec(),
-                    None => (0..p.len() as u32).collect(),
-                };
                 for j in active {
                     let q = p[j as usize];
                     total -= if labels.contains(&j) {
@@ -264,10 +265,6 @@ impl Reference {
             }
             if self.decoupled {
                 // Each label's softmax against the active non-labels: p_y / (p_y + N).
-                let active: Vec<u32> = match &sets {
-                    Some(sets) => sets.last().unwrap().to_vec(),
-                    None => (0..p.len() as u32).collect(),
-                };
                 let negatives: f64 = active
                     .iter()
                     .filter(|j| !labels.contains(j))

@@ -210,3 +210,90 @@ fn lr_scale_multiplies_the_step() {
         }
     }
 }
+
+/// Without a first moment (`beta1 = 0`, `xmc.toml`'s) a row first touched late in training
+/// steps by its gradient over the root of its bias-corrected second moment: each weight by
+/// `lr / sqrt((1 - b2) / (1 - b2^t))` (about 25 `lr` at step 1,000) with a second moment per
+/// weight, by that times `|g_i| / rms(g)` with one per row; ten times (`1 / (1 - 0.9)`,
+/// less the first moment's correction) the step of `beta1 = 0.9`, and the first moment
+/// holds the gradient itself. In f32, with BF16 moments and with BF16 weights (there within
+/// a BF16 unit of the weights before and after: one rounding in each).
+#[test]
+fn without_a_first_moment_a_late_first_step_is_the_gradient_over_its_root_mean_square() {
+    use crate::layer::{Activation, LayerConfig, Precision};
+    let x = [1.0f32, 0.0, 2.0];
+    let rms = (5.0f32 / 3.0).sqrt();
+    let (lr, b2, t) = (0.001f32, 0.999f64, 1000);
+    let root = ((1.0 - b2) / (1.0 - b2.powi(t))).sqrt() as f32;
+    let (f32, bf16) = (Precision::F32, Precision::Bf16);
+    for (weights, moments) in [(f32, f32), (f32, bf16), (bf16, bf16)] {
+        for second_moment in [SecondMoment::Element, SecondMoment::Row] {
+            let updated = |beta1: f32| {
+                let config = LayerConfig {
+                    weights,
+                    moments,
+                    second_moment,
+                    ..LayerConfig::new(6, Activation::Linear)
+                };
+                let mut l = SparseLayer::new(3, &config, 5).unwrap();
+                let tr = trace(&[1, 4], &[0.5, -2.0], (3, 6));
+                let batch = [(Vector::Dense(&x), &tr)];
+                let config = AdamConfig {
+                    lr,
+                    beta1,
+                    ..AdamConfig::default()
+                };
+                let mut adam = Adam::new(config).unwrap();
+                for _ in 0..t {
+                    adam.advance();
+                }
+                let before = l.export_state();
+                l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default())
+                    .unwrap();
+                (before, l.export_state())
+            };
+            let (before, plain) = updated(0.0);
+            let (same_start, momentum) = updated(0.9);
+            assert_eq!(before, same_start);
+            let ratio = (1.0 - 0.9f64.powi(t)) as f32 / 0.1;
+            let unit = |w: f32| {
+                if weights == bf16 {
+                    w.abs() / 128.0
+                } else {
+                    1e-6
+                }
+            };
+            for (r, delta) in [(1, 0.5f32), (4, -2.0)] {
+                for (c, &xc) in x.iter().enumerate() {
+                    let i = r * 3 + c;
+                    let g = delta * xc;
+                    let step = match second_moment {
+                        SecondMoment::Element => lr * g.signum() * f32::from(g != 0.0),
+                        SecondMoment::Row => lr * (g / delta.abs()) / rms,
+                    } / root;
+                    let (w0, w) = (before.weights[i], plain.weights[i]);
+                    let tolerance = unit(w0) + unit(w) + 1e-6;
+                    let what = format!("{weights:?}/{moments:?}/{second_moment:?} w[{r}][{c}]");
+                    assert!(
+                        (w - w0 + step).abs() <= tolerance,
+                        "{what}: {w} vs {}",
+                        w0 - step
+                    );
+                    let with_momentum = momentum.weights[i] - w0;
+                    let tolerance = tolerance + unit(momentum.weights[i]) * ratio;
+                    assert!(
+                        ((w - w0) - ratio * with_momentum).abs() <= tolerance,
+                        "{what}: {} vs {ratio} x {with_momentum}",
+                        w - w0
+                    );
+                    let m_unit = if moments == bf16 {
+                        g.abs() / 128.0
+                    } else {
+                        0.0
+                    };
+                    assert!((plain.m[i] - g).abs() <= m_unit, "{what}: m {}", plain.m[i]);
+                }
+            }
+        }
+    }
+}

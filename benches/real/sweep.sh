@@ -6,14 +6,15 @@
 #   benches/real/sweep.sh SETTINGS [SET...]
 #
 # SETTINGS: one setting a line, a name and the `--set` flags that make it ("bz --set
-# train.beta1=0 ..."), or the name alone for the config as shipped. SETs: names of folders of
+# train.beta1=0 ...", quoted as on a shell's command line: xargs reads the quotes), or the
+# name alone for the config as shipped. SETs: names of folders of
 # $DATA holding train.txt and test.txt (default: the four real sets of docs/real-data.md).
 # Each (setting, SET) run appends one line to $RESULTS: the name, the set, its wall seconds
 # and the trainer's `done:` line (P@1 / P@3 / P@5 on the whole test file).
 #
 # Environment: DATA (datasets/real), RUNS (a folder for the runs' logs, /tmp/sweep), RESULTS
 # ($RUNS/results.txt), BIN (target/release/slide-train), PARALLEL (the cores), KERNELS
-# (portable: the same digits on any x86-64 CPU), SWEEP_S (a limit on the whole sweep, in
+# (portable: the same digits on every x86-64-v3 CPU tried, an AMD EPYC and an Intel Xeon), SWEEP_S (a limit on the whole sweep, in
 # seconds; runs still going then are stopped and leave no line).
 set -u
 if [ "${1:-}" = "--one" ]; then

@@ -47,6 +47,34 @@ fn update_refuses_an_adam_that_has_not_advanced() {
     .unwrap();
 }
 
+/// A 3 -> 6 linear layer of the given weight and moment precisions and second moment,
+/// before and after one `adam` update from input `[1, 0, 2]` with deltas 0.5 on neuron 1
+/// and -2 on neuron 4.
+fn one_update(
+    (weights, moments, second_moment): (
+        crate::layer::Precision,
+        crate::layer::Precision,
+        SecondMoment,
+    ),
+    adam: &Adam,
+) -> (crate::layer::LayerState, crate::layer::LayerState) {
+    use crate::layer::{Activation, LayerConfig};
+    let config = LayerConfig {
+        weights,
+        moments,
+        second_moment,
+        ..LayerConfig::new(6, Activation::Linear)
+    };
+    let mut l = SparseLayer::new(3, &config, 5).unwrap();
+    let x = [1.0f32, 0.0, 2.0];
+    let t = trace(&[1, 4], &[0.5, -2.0], (3, 6));
+    let batch = [(Vector::Dense(&x), &t)];
+    let before = l.export_state();
+    l.update(&batch[..], 1.0, adam, &mut UpdateScratch::default())
+        .unwrap();
+    (before, l.export_state())
+}
+
 /// With a second moment per row, a row's first update (global correction) moves each
 /// weight by `lr * g / rms(g)`, where Adam's first update moves it by `lr * sign(g)`:
 /// with the gradient `delta * x`, by Adam's step times `|x_i| / rms(x)`. The row's
@@ -56,32 +84,18 @@ fn update_refuses_an_adam_that_has_not_advanced() {
 /// rounding in each update).
 #[test]
 fn a_second_moment_per_row_scales_the_row_by_its_rms() {
-    use crate::layer::{Activation, LayerConfig, Precision};
+    use crate::layer::Precision;
     let x = [1.0f32, 0.0, 2.0];
     let rms = (5.0f32 / 3.0).sqrt();
     let (f32, bf16) = (Precision::F32, Precision::Bf16);
     for (weights, moments) in [(f32, f32), (f32, bf16), (bf16, bf16)] {
-        let updated = |second_moment| {
-            let config = LayerConfig {
-                weights,
-                moments,
-                second_moment,
-                ..LayerConfig::new(6, Activation::Linear)
-            };
-            let mut l = SparseLayer::new(3, &config, 5).unwrap();
-            let t = trace(&[1, 4], &[0.5, -2.0], (3, 6));
-            let batch = [(Vector::Dense(&x), &t)];
-            let mut adam = Adam::new(AdamConfig {
-                lr: 0.01,
-                ..AdamConfig::default()
-            })
-            .unwrap();
-            adam.advance();
-            let before = l.export_state();
-            l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default())
-                .unwrap();
-            (before, l.export_state())
-        };
+        let mut adam = Adam::new(AdamConfig {
+            lr: 0.01,
+            ..AdamConfig::default()
+        })
+        .unwrap();
+        adam.advance();
+        let updated = |second_moment| one_update((weights, moments, second_moment), &adam);
         let (before, element) = updated(SecondMoment::Element);
         let (same_start, row) = updated(SecondMoment::Row);
         assert_eq!(before, same_start);
@@ -220,7 +234,7 @@ fn lr_scale_multiplies_the_step() {
 /// a BF16 unit of the weights before and after: one rounding in each).
 #[test]
 fn without_a_first_moment_a_late_first_step_is_the_gradient_over_its_root_mean_square() {
-    use crate::layer::{Activation, LayerConfig, Precision};
+    use crate::layer::Precision;
     let x = [1.0f32, 0.0, 2.0];
     let rms = (5.0f32 / 3.0).sqrt();
     let (lr, b2, t) = (0.001f32, 0.999f64, 1000);
@@ -229,15 +243,6 @@ fn without_a_first_moment_a_late_first_step_is_the_gradient_over_its_root_mean_s
     for (weights, moments) in [(f32, f32), (f32, bf16), (bf16, bf16)] {
         for second_moment in [SecondMoment::Element, SecondMoment::Row] {
             let updated = |beta1: f32| {
-                let config = LayerConfig {
-                    weights,
-                    moments,
-                    second_moment,
-                    ..LayerConfig::new(6, Activation::Linear)
-                };
-                let mut l = SparseLayer::new(3, &config, 5).unwrap();
-                let tr = trace(&[1, 4], &[0.5, -2.0], (3, 6));
-                let batch = [(Vector::Dense(&x), &tr)];
                 let config = AdamConfig {
                     lr,
                     beta1,
@@ -247,10 +252,7 @@ fn without_a_first_moment_a_late_first_step_is_the_gradient_over_its_root_mean_s
                 for _ in 0..t {
                     adam.advance();
                 }
-                let before = l.export_state();
-                l.update(&batch[..], 1.0, &adam, &mut UpdateScratch::default())
-                    .unwrap();
-                (before, l.export_state())
+                one_update((weights, moments, second_moment), &adam)
             };
             let (before, plain) = updated(0.0);
             let (same_start, momentum) = updated(0.9);

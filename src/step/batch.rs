@@ -79,8 +79,9 @@ impl Network {
     /// training pass of a sharded network runs in three phases, the ranks exchanging
     /// between them: the forward passes; with every sample's softmax normaliser combined
     /// over the ranks, the loss and the output layer's backward pass; with the gradient on
-    /// its input summed over the ranks, the backward pass below it. With one rank the same
-    /// three steps run one sample at a time.
+    /// its input summed over the ranks, the backward pass below it. With one rank, every
+    /// sample's forward pass up to its output layer's selection, then each sample's output
+    /// layer, loss and backward pass on one thread.
     pub(crate) fn run_batch(
         &self,
         ws: &mut Workspace,
@@ -101,6 +102,14 @@ impl Network {
         }
         ws.prepare(self, batch.len());
         let last = self.layers().len() - 1;
+        let training = mode == Mode::Train && reach == Reach::Backward;
+        let sharded = self.comm.size() > 1;
+        // With nothing to exchange, a sample's backward pass follows its forward pass on
+        // the same thread, while its active rows are still in cache (10% of a step's time
+        // at the Amazon-670K shape). Every sample of the batch selects its active outputs
+        // before any computes them: the selection phase takes about half the time with
+        // the tables and the pool left in cache (docs/performance.md).
+        let fused = training && !sharded;
         let pass = Pass {
             layers: self.layers(),
             data,
@@ -108,16 +117,12 @@ impl Network {
             reach,
             outputs: self.output_range(),
             num_labels: self.config().layers[last].out_dim,
-            sharded: self.comm.size() > 1,
+            sharded,
             wide: self.wide.as_ref(),
+            split: fused,
         };
         let step_seed = self.step_seed();
         let threads = &ws.threads;
-        let training = mode == Mode::Train && reach == Reach::Backward;
-        // With nothing to exchange, a sample's backward pass follows its forward pass on
-        // the same thread, while its active rows are still in cache (10% of a step's
-        // time at the Amazon-670K shape).
-        let fused = training && !pass.sharded;
         ws.states[..batch.len()]
             .par_iter_mut()
             .zip(batch)
@@ -126,12 +131,14 @@ impl Network {
                 let mut scratch = worker_scratch(threads);
                 let position = (first_position + position) as u64;
                 pass.run_forward(sample, mix64(step_seed ^ position), &mut scratch, state)?;
-                if fused {
-                    pass.run_output_backward(sample, state.traces[last].softmax, state);
-                    pass.run_hidden_backward(state);
-                }
                 Ok::<(), SlideError>(())
             })?;
+        if fused {
+            ws.states[..batch.len()]
+                .par_iter_mut()
+                .zip(batch)
+                .for_each(|(state, &sample)| pass.run_output_rest(sample, state));
+        }
         if !training || fused {
             return Ok(());
         }

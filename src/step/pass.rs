@@ -47,6 +47,11 @@ pub(crate) struct Pass<'a> {
     /// The network's wide head, which re-ranks (evaluation) or learns on (training) each
     /// sample's shortlist; never with `sharded`.
     pub(crate) wide: Option<&'a WideHead>,
+    /// Training with one rank: each sample's forward pass stops after the output layer's
+    /// selection, and [`Pass::run_output_rest`] does the rest once every sample of the
+    /// batch has selected (the tables and the pool stay in cache while the samples select
+    /// one after the other).
+    pub(crate) split: bool,
 }
 
 impl Pass<'_> {
@@ -61,7 +66,7 @@ impl Pass<'_> {
         state: &mut SampleState,
     ) -> Result<()> {
         self.forward(sample, seed, scratch, state)?;
-        if self.reach == Reach::Hidden {
+        if self.reach == Reach::Hidden || self.split {
             return Ok(());
         }
         if self.mode == Mode::Train {
@@ -88,6 +93,22 @@ impl Pass<'_> {
         }
         state.top = top;
         Ok(())
+    }
+
+    /// Training with [`split`](Self::split) passes, once the sample's forward pass has
+    /// selected the output layer's active outputs: their activations, the sample's
+    /// shortlist, the loss and the backward pass, on one thread while its active rows are
+    /// in cache.
+    pub(super) fn run_output_rest(&self, sample: usize, state: &mut SampleState) {
+        let started = Instant::now();
+        let last = self.layers.len() - 1;
+        let (below, here) = state.traces.split_at_mut(last);
+        let x = layer_input(below, last, self.data, sample);
+        state.macs += self.layers[last].forward_active(x, &mut here[0]);
+        state.times.forward += started.elapsed();
+        self.fill_shortlist(sample, state);
+        self.run_output_backward(sample, state.traces[last].softmax, state);
+        self.run_hidden_backward(state);
     }
 
     /// Training, once `normaliser` (the largest logit and the sum of exponentials over
@@ -255,6 +276,10 @@ impl Pass<'_> {
                 )
                 .map_err(|e| diverged(e, l, sample))?;
             let selected = Instant::now();
+            if l == last && self.split {
+                times.hashing += selected - started;
+                break;
+            }
             *macs += layer.forward_active(x, &mut here[0]);
             times.hashing += selected - started;
             times.forward += selected.elapsed();

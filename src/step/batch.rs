@@ -102,14 +102,6 @@ impl Network {
         }
         ws.prepare(self, batch.len());
         let last = self.layers().len() - 1;
-        let training = mode == Mode::Train && reach == Reach::Backward;
-        let sharded = self.comm.size() > 1;
-        // With nothing to exchange, a sample's backward pass follows its forward pass on
-        // the same thread, while its active rows are still in cache (10% of a step's time
-        // at the Amazon-670K shape). Every sample of the batch selects its active outputs
-        // before any computes them: the selection phase takes about half the time with
-        // the tables and the pool left in cache (docs/performance.md).
-        let fused = training && !sharded;
         let pass = Pass {
             layers: self.layers(),
             data,
@@ -117,12 +109,18 @@ impl Network {
             reach,
             outputs: self.output_range(),
             num_labels: self.config().layers[last].out_dim,
-            sharded,
+            sharded: self.comm.size() > 1,
             wide: self.wide.as_ref(),
-            split: fused,
         };
         let step_seed = self.step_seed();
         let threads = &ws.threads;
+        let training = mode == Mode::Train && reach == Reach::Backward;
+        // With nothing to exchange, a sample's backward pass follows its forward pass on
+        // the same thread, while its active rows are still in cache (10% of a step's time
+        // at the Amazon-670K shape). Every sample of the batch selects its active outputs
+        // before any computes them: the selection phase takes about half the time with
+        // the tables and the pool left in cache (docs/performance.md).
+        let fused = pass.split();
         ws.states[..batch.len()]
             .par_iter_mut()
             .zip(batch)

@@ -47,14 +47,18 @@ pub(crate) struct Pass<'a> {
     /// The network's wide head, which re-ranks (evaluation) or learns on (training) each
     /// sample's shortlist; never with `sharded`.
     pub(crate) wide: Option<&'a WideHead>,
-    /// Training with one rank: each sample's forward pass stops after the output layer's
-    /// selection, and [`Pass::run_output_rest`] does the rest once every sample of the
-    /// batch has selected (the tables and the pool stay in cache while the samples select
-    /// one after the other).
-    pub(crate) split: bool,
 }
 
 impl Pass<'_> {
+    /// Whether this is a training pass with one rank, run in two passes over the batch:
+    /// each sample's forward pass stops after the output layer's selection, and
+    /// [`Pass::run_output_rest`] does the rest once every sample of the batch has selected
+    /// (the tables and the pool stay in cache while the samples select one after the
+    /// other).
+    pub(super) fn split(&self) -> bool {
+        self.mode == Mode::Train && self.reach == Reach::Backward && !self.sharded
+    }
+
     /// The forward pass of one sample; evaluation then ranks its active outputs (as ids of
     /// this rank's slice; by probability, or with several ranks by logit, which compares
     /// across them).
@@ -66,7 +70,7 @@ impl Pass<'_> {
         state: &mut SampleState,
     ) -> Result<()> {
         self.forward(sample, seed, scratch, state)?;
-        if self.reach == Reach::Hidden || self.split {
+        if self.reach == Reach::Hidden || self.split() {
             return Ok(());
         }
         if self.mode == Mode::Train {
@@ -276,12 +280,11 @@ impl Pass<'_> {
                 )
                 .map_err(|e| diverged(e, l, sample))?;
             let selected = Instant::now();
-            if l == last && self.split {
-                times.hashing += selected - started;
+            times.hashing += selected - started;
+            if l == last && self.split() {
                 break;
             }
             *macs += layer.forward_active(x, &mut here[0]);
-            times.hashing += selected - started;
             times.forward += selected.elapsed();
         }
         Ok(())

@@ -246,6 +246,9 @@ pub fn adam(
 /// 16 for BF16 weights. Plain loops over fixed-size chunks, one implementation for every
 /// kernel set, which the `x86-64-v3` baseline vectorises. `ahead` is fetched a little per
 /// chunk (a hint).
+///
+/// With `beta1 = 0` the first moment is the gradient itself: `m` is neither read nor
+/// written and `w -= scale * g`, the same bits as keeping it (`0 m + 1 g` is `g`).
 pub fn adam_row(
     mut w: ValuesMut<'_>,
     g: &[f32],
@@ -256,6 +259,9 @@ pub fn adam_row(
     mut ahead: Ahead,
 ) {
     let n = w.len().min(g.len()).min(m.len());
+    if beta1 == 0.0 {
+        return sgd_row(w, &g[..n], scale, seed, ahead);
+    }
     let mut streams = seed_streams(seed);
     let full = n - n % LANES;
     let per = ahead.per_step(full / LANES);
@@ -274,6 +280,30 @@ pub fn adam_row(
             row_update(&mut w, i, g[i], &mut m[i], beta1, scale, bits[k]);
         }
     }
+}
+
+/// [`adam_row`] without a first moment (`beta1 = 0`): `w -= scale * g` on `g.len()`
+/// elements, each BF16 weight rounded with the upper 16 bits of its stream's next value, as
+/// [`adam_row`] rounds it.
+fn sgd_row(mut w: ValuesMut<'_>, g: &[f32], scale: f32, seed: u32, mut ahead: Ahead) {
+    let mut streams = seed_streams(seed);
+    let n = g.len();
+    let per = ahead.per_step(n.div_ceil(LANES));
+    for start in (0..n).step_by(LANES) {
+        ahead.fetch(per);
+        let bits = next(&mut streams);
+        for (k, &b) in bits.iter().enumerate().take(n - start) {
+            let i = start + k;
+            let delta = scale * g[i];
+            match &mut w {
+                ValuesMut::F32(w) => w[i] -= delta,
+                ValuesMut::Bf16(w) => {
+                    w[i] = from_f32_stochastic(to_f32(w[i]) - delta, (b >> 16) as u16);
+                }
+            }
+        }
+    }
+    ahead.finish();
 }
 
 /// Element `i` of [`adam_row`].

@@ -214,6 +214,55 @@ pub fn adam_bf16(
     bf16::finish_tail(&mut w, full, n, g, m, v, s, &mut rest);
 }
 
+/// [`adam_row_bf16`] without a first moment (`beta1 = 0`): `w -= scale * g`, eight
+/// elements at a time, bit for bit [`bf16::adam_row`]'s (its `sgd_row`): the same streams,
+/// each weight rounded with the upper 16 bits of its stream's value.
+fn sgd_row_bf16(
+    mut w: ValuesMut<'_>,
+    g: &[f32],
+    scale: f32,
+    mut streams: Streams,
+    mut ahead: Ahead,
+) {
+    let n = g.len();
+    let scale8 = f32x8::splat(scale);
+    let full = n - n % bf16::LANES;
+    let per = ahead.per_step(n.div_ceil(bf16::LANES));
+    for start in (0..full).step_by(bf16::LANES) {
+        ahead.fetch(per);
+        let bits = streams.next();
+        for (h, bits) in bits.into_iter().enumerate() {
+            let i = start + 8 * h;
+            let delta = scale8 * load(&g[i..i + 8]);
+            match &mut w {
+                ValuesMut::F32(w) => {
+                    let wi = load(&w[i..i + 8]) - delta;
+                    w[i..i + 8].copy_from_slice(&wi.to_array());
+                }
+                ValuesMut::Bf16(w) => {
+                    let wi = widen(&w[i..i + 8]) - delta;
+                    round_into(wi, bits >> 16, &mut w[i..i + 8]);
+                }
+            }
+        }
+    }
+    ahead.finish();
+    if full < n {
+        let [low, high] = streams.next().map(u32x8::to_array);
+        for (k, i) in (full..n).enumerate() {
+            let bits = if k < 8 { low[k] } else { high[k - 8] };
+            let delta = scale * g[i];
+            match &mut w {
+                ValuesMut::F32(w) => w[i] -= delta,
+                ValuesMut::Bf16(w) => {
+                    w[i] =
+                        bf16::from_f32_stochastic(bf16::to_f32(w[i]) - delta, (bits >> 16) as u16);
+                }
+            }
+        }
+    }
+}
+
 /// [`bf16::adam_row`] eight elements at a time, bit for bit: the same products and sums in
 /// the same order (no fused multiply-adds), the same 16 xorshift streams, lane `k` of half
 /// `h` being stream `8 h + k`.
@@ -230,6 +279,9 @@ pub fn adam_row_bf16(
     let lanes = bf16::seed_streams(seed);
     let half = |h: usize| u32x8::new(std::array::from_fn(|k| lanes[8 * h + k]));
     let mut streams = Streams([half(0), half(1)]);
+    if beta1 == 0.0 {
+        return sgd_row_bf16(w, &g[..n], scale, streams, ahead);
+    }
     let (b1, c1, scale8) = (
         f32x8::splat(beta1),
         f32x8::splat(1.0 - beta1),

@@ -81,10 +81,20 @@ impl Ahead {
     /// `keep` at once: for an update that reads, of its block's last part, only the first
     /// value (a second moment per row).
     #[must_use]
-    pub fn keep_then_line(mut self, keep: usize) -> Self {
+    pub fn keep_then_line(self, keep: usize) -> Self {
+        self.keep_and_line(keep, keep)
+    }
+
+    /// Keeps the first `keep` bytes to fetch over the row's loop and fetches the line at
+    /// `line` (`>= keep`) at once: for an update that skips the bytes in between (the first
+    /// moments when `beta1 = 0`) and reads only the first value of the block's last part.
+    #[must_use]
+    pub fn keep_and_line(mut self, keep: usize, line: usize) -> Self {
         let left = self.bytes_left();
+        if line < left {
+            prefetch_bytes(self.next.wrapping_add(line), LINE.min(left - line));
+        }
         if keep < left {
-            prefetch_bytes(self.next.wrapping_add(keep), LINE.min(left - keep));
             self.end = self.next.wrapping_add(keep);
         }
         self
@@ -123,5 +133,18 @@ mod tests {
         partial.finish();
         assert_eq!(partial.lines(), 0);
         assert_eq!((Ahead::NONE.lines(), Ahead::NONE.per_step(8)), (0, 0));
+    }
+
+    /// A row's update that reads the weights (the first 2 KB of a 6 KB block) and one line
+    /// of the last part keeps only the weights for its loop; past the block's end it keeps
+    /// what is left.
+    #[test]
+    fn ahead_keeps_the_part_the_loop_reads() {
+        let block = vec![0u8; 6144];
+        let ahead = Ahead::new(block.as_ptr(), block.len());
+        assert_eq!(ahead.keep_and_line(2048, 4096).lines(), 32);
+        assert_eq!(ahead.keep_then_line(4096).lines(), 64);
+        assert_eq!(ahead.keep_and_line(8192, 8192).lines(), 96);
+        assert_eq!(Ahead::NONE.keep_and_line(64, 128).lines(), 0);
     }
 }

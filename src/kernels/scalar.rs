@@ -43,7 +43,14 @@ pub fn row_scale(s: &AdamStep, v: f32) -> f32 {
 
 /// Adam with a second moment per row on one row of f32 moments: `m = beta1 m + (1 - beta1)
 /// g`, then `w -= scale * m` ([`row_scale`]). One implementation for every kernel set.
+/// With `beta1 = 0`, `m` is neither read nor written: `w -= scale * g`, the same bits.
 pub fn adam_row(w: &mut [f32], g: &[f32], m: &mut [f32], beta1: f32, scale: f32) {
+    if beta1 == 0.0 {
+        for (wi, &gi) in w.iter_mut().zip(g).take(m.len()) {
+            *wi -= scale * gi;
+        }
+        return;
+    }
     let c1 = 1.0 - beta1;
     for ((wi, &gi), mi) in w.iter_mut().zip(g).zip(m.iter_mut()) {
         *mi = beta1 * *mi + c1 * gi;

@@ -69,7 +69,7 @@ pub use config::{
     Activation, DEFAULT_SHARED_REFRESH, Init, LayerConfig, LshConfig, Mode, Picks, Precision,
     SecondMoment, SoftmaxLoss, Warmup, WarmupLength, WeightLayout,
 };
-pub(crate) use config::{BlockLayout, V};
+pub(crate) use config::{BlockLayout, M, V};
 pub(crate) use lsh_state::LshState;
 pub use negatives::Negatives;
 pub(crate) use ranking::{rank_key, ranks_before};

@@ -33,7 +33,11 @@ pub enum BiasCorrection {
 pub struct AdamConfig {
     /// Learning rate; the peak of a [`LrSchedule`](crate::LrSchedule) (default 0.001).
     pub lr: f32,
-    /// First-moment decay (default 0.9).
+    /// First-moment decay (default 0.9). At 0 the first moment is the step's gradient: the
+    /// row updates of layers with a second moment per row
+    /// ([`SecondMoment::Row`](crate::SecondMoment::Row)) then neither read nor write the
+    /// stored first moments, which stay as they were (the same weights, bit for bit, with
+    /// less memory traffic).
     pub beta1: f32,
     /// Second-moment decay (default 0.999).
     pub beta2: f32,

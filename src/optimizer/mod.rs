@@ -13,7 +13,7 @@ pub use schedule::{Decay, LrSchedule};
 
 use crate::error::{Result, config_error};
 use crate::kernels::{AdamStep, Ahead, ValuesMut, bf16, kernels, scalar};
-use crate::layer::{LayerBatch, SecondMoment, SparseLayer, V, WeightLayout};
+use crate::layer::{LayerBatch, M, SecondMoment, SparseLayer, V, WeightLayout};
 use crate::rows::DisjointRows;
 
 /// What one update did.
@@ -117,8 +117,14 @@ impl SparseLayer {
             self.second_moment == SecondMoment::Row,
         );
         // With a second moment per row, the bytes of a block before its `v` part: what the
-        // update reads besides one line.
+        // update reads besides one line. Without a first moment (`beta1 = 0`) it reads the
+        // weights only, up to the `m` part.
         let before_v = 2 * self.block_layout().offset(V);
+        let read = if adam.config().beta1 == 0.0 {
+            2 * self.block_layout().offset(M)
+        } else {
+            before_v
+        };
         let mut rows = DisjointRows::new(
             &mut self.params,
             &mut self.row_steps,
@@ -149,7 +155,7 @@ impl SparseLayer {
                 let when = taken.wrapping_add(u64::from(*row.steps) << 32);
                 let seed = || bf16::row_seed(shared.touched[k], when);
                 if per_row {
-                    let ahead = row.ahead.keep_then_line(before_v);
+                    let ahead = row.ahead.keep_and_line(read, before_v);
                     update_per_row(row.w.first(row_len), g, row.m, row.v, &step, seed, ahead);
                     return;
                 }

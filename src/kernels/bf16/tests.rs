@@ -236,7 +236,7 @@ fn every_set_updates_a_row_as_the_reference() {
     let w0: Vec<f32> = (0..n).map(|i| 0.2 - i as f32 * 0.009).collect();
     let b0: Vec<u16> = w0.iter().map(|&x| from_f32_nearest(x)).collect();
     for set in crate::kernels::available() {
-        for (bf16_weights, seed) in [(false, 5), (true, 6)] {
+        for (bf16_weights, seed, beta1) in [(false, 5, 0.9), (true, 6, 0.9), (true, 7, 0.0)] {
             let run = |kernel: crate::kernels::AdamRowBf16Fn| {
                 let (mut wf, mut wb, mut m) = (w0.clone(), b0.clone(), m0.clone());
                 let w = if bf16_weights {
@@ -244,12 +244,48 @@ fn every_set_updates_a_row_as_the_reference() {
                 } else {
                     ValuesMut::F32(&mut wf)
                 };
-                kernel(w, &g, &mut m, 0.9, 0.05, seed, Ahead::NONE);
+                kernel(w, &g, &mut m, beta1, 0.05, seed, Ahead::NONE);
                 (wf, wb, m)
             };
             let (got, reference) = (run(set.adam_row_bf16), run(adam_row));
-            assert_eq!(got, reference, "{} ({bf16_weights})", set.name);
+            assert_eq!(got, reference, "{} ({bf16_weights}, {beta1})", set.name);
         }
+    }
+}
+
+/// Without a first moment (`beta1 = 0`) the row update leaves `m` as it was and gives the
+/// weights the bits of the update that keeps it (`m = 0 m + 1 g`, element by element with
+/// the same rounding streams), in every kernel set, on full chunks and a tail.
+#[test]
+fn without_a_first_moment_the_weights_are_those_of_the_full_update() {
+    let n = 45;
+    let g: Vec<f32> = (0..n).map(|i| ((i * 3 % 7) as f32 - 3.0) * 1e-2).collect();
+    let m0: Vec<u16> = g.iter().map(|x| from_f32_nearest(x * 0.7 + 0.01)).collect();
+    let b0: Vec<u16> = (0..n)
+        .map(|i| from_f32_nearest(0.3 - i as f32 * 0.011))
+        .collect();
+    let (mut kept, mut m_kept, seed, scale) = (b0.clone(), m0.clone(), 9, 0.05);
+    let mut streams = seed_streams(seed);
+    for start in (0..n).step_by(LANES) {
+        let bits = next(&mut streams);
+        for i in start..(start + LANES).min(n) {
+            let mut w = ValuesMut::Bf16(&mut kept);
+            row_update(&mut w, i, g[i], &mut m_kept[i], 0.0, scale, bits[i - start]);
+        }
+    }
+    assert_ne!(kept, b0);
+    for set in crate::kernels::available() {
+        let (mut w, mut m) = (b0.clone(), m0.clone());
+        (set.adam_row_bf16)(
+            ValuesMut::Bf16(&mut w),
+            &g,
+            &mut m,
+            0.0,
+            scale,
+            seed,
+            Ahead::NONE,
+        );
+        assert_eq!((&w, &m), (&kept, &m0), "{}", set.name);
     }
 }
 

@@ -307,7 +307,8 @@ impl BiasRows<'_> {
     fn update_one(&mut self, neuron: usize, g: f32, adam: &Adam) {
         self.steps[neuron] += 1;
         let s = adam.step(self.steps[neuron]).scaled(self.lr_scale);
-        (kernels().adam)(
+        // The scalar kernel, which every set's `adam` runs on a single value (as its tail).
+        scalar::adam(
             std::slice::from_mut(&mut self.bias[neuron]),
             &[g],
             std::slice::from_mut(&mut self.m[neuron]),

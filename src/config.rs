@@ -145,6 +145,19 @@ pub struct NetworkConfig {
         serde(default, skip_serializing_if = "Option::is_none")
     )]
     pub wide: Option<WideConfig>,
+    /// The power each input value is raised to, keeping its sign, before the first layer and
+    /// the wide head read it; each sample's input then keeps its L2 norm (default 1: the
+    /// input as stored). Below 1 it evens out a row's values: on tf-idf rows 0.5 weighs a
+    /// description's rare and common words more alike. Part of the model: training,
+    /// evaluation and prediction all read their inputs through it.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            default = "crate::input::stored",
+            skip_serializing_if = "crate::input::is_stored"
+        )
+    )]
+    pub input_power: f32,
 }
 
 impl NetworkConfig {
@@ -165,6 +178,7 @@ impl NetworkConfig {
             rebuild: RebuildSchedule::default(),
             seed: 0,
             wide: None,
+            input_power: 1.0,
         }
     }
 
@@ -184,6 +198,12 @@ impl NetworkConfig {
     pub fn validate(&self) -> Result<()> {
         if self.input_dim == 0 {
             return Err(config_error("network", "input_dim must be at least 1"));
+        }
+        if !(self.input_power.is_finite() && self.input_power > 0.0) {
+            return Err(config_error(
+                "input_power",
+                "must be a finite number above 0",
+            ));
         }
         let Some(last) = self.layers.last() else {
             return Err(config_error("network", "needs at least one layer"));
@@ -291,6 +311,10 @@ impl NetworkConfig {
         }
         out.push(("adam".to_string(), format!("{:?}", self.adam)));
         out.push(("rebuild".to_string(), format!("{:?}", self.rebuild)));
+        // Named only when not the default, so checkpoints from before the setting resume.
+        if self.input_power != 1.0 {
+            out.push(("input_power".to_string(), self.input_power.to_string()));
+        }
         // Named only when present, so checkpoints from before the wide head still resume.
         if let Some(wide) = &self.wide {
             out.push(("wide.bits".to_string(), wide.bits.to_string()));

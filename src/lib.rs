@@ -68,6 +68,7 @@ pub mod data;
 pub mod error;
 pub mod eval;
 pub mod formats;
+mod input;
 pub mod kernels;
 pub mod layer;
 mod loss;

@@ -7,6 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 use slide_lsh::Vector;
 
 use crate::data::Examples;
+use crate::input::SampleInput;
 use crate::layer::{LayerBatch, LayerTrace, SelectScratch};
 use crate::network::Network;
 use crate::optimizer::UpdateScratch;
@@ -32,6 +33,9 @@ pub(crate) struct SampleState {
     pub(crate) shortlist: Vec<u32>,
     /// Scratch of the wide head's rare-feature candidates.
     pub(crate) rare_scratch: Vec<(u32, u32)>,
+    /// The sample's input as the network reads it (see
+    /// [`NetworkConfig::input_power`](crate::NetworkConfig::input_power)).
+    pub(crate) input: SampleInput,
 }
 
 /// The buffers of a wide head's training step: a sample's feature values and slots, the
@@ -112,16 +116,11 @@ pub(crate) fn worker_scratch(
     threads[worker].lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The input of layer `l` for a sample: the raw input for the first layer, the previous
-/// layer's output otherwise.
-pub(crate) fn layer_input<'a>(
-    traces: &'a [LayerTrace],
-    l: usize,
-    data: &'a dyn Examples,
-    sample: usize,
-) -> Vector<'a> {
+/// The input of layer `l` for a sample: its input as the network reads it (`input`, from
+/// [`SampleInput::get`]) for the first layer, the previous layer's output otherwise.
+pub(crate) fn layer_input<'a>(traces: &'a [LayerTrace], l: usize, input: Vector<'a>) -> Vector<'a> {
     if l == 0 {
-        data.input(sample)
+        input
     } else {
         traces[l - 1].as_input()
     }
@@ -141,7 +140,9 @@ impl LayerBatch for NetworkBatch<'_> {
     }
 
     fn input(&self, s: usize) -> Vector<'_> {
-        layer_input(&self.states[s].traces, self.layer, self.data, self.batch[s])
+        let state = &self.states[s];
+        let input = state.input.get(self.data, self.batch[s]);
+        layer_input(&state.traces, self.layer, input)
     }
 
     fn trace(&self, s: usize) -> &LayerTrace {

@@ -178,11 +178,11 @@ impl Network {
             (None, false, true) => self.pooled_tops::<5>(ws, data, block, first, options)?,
             (Some(_), true, _) => {
                 let best = self.best_outputs::<MAX_SHORTLIST>(ws, data, block, options.precision);
-                self.rerank(data, block, &best)
+                self.rerank(ws, data, block, &best)
             }
             (Some(_), false, true) => {
                 let best = self.pooled_tops::<MAX_SHORTLIST>(ws, data, block, first, options)?;
-                self.rerank(data, block, &best)
+                self.rerank(ws, data, block, &best)
             }
             (_, false, false) => ws.batch().iter().map(|state| state.top).collect(),
         };
@@ -193,6 +193,7 @@ impl Network {
     /// [`shortlist`](crate::WideConfig::shortlist) of its candidates (`best`, by logit).
     fn rerank<const K: usize>(
         &self,
+        ws: &Workspace,
         data: &dyn Examples,
         block: &[usize],
         best: &[Top<K>],
@@ -201,10 +202,12 @@ impl Network {
             return best.iter().map(|b| Top5::from_ranked(b.pairs())).collect();
         };
         best.par_iter()
+            .zip(ws.batch())
             .zip(block)
-            .map(|(best, &sample)| {
-                let mut candidates = wide.candidates(data.input(sample), best.pairs());
-                wide.rerank(data.input(sample), &mut candidates);
+            .map(|((best, state), &sample)| {
+                let input = state.input.get(data, sample);
+                let mut candidates = wide.candidates(input, best.pairs());
+                wide.rerank(input, &mut candidates);
                 Top5::from_ranked(&candidates)
             })
             .collect()
@@ -263,7 +266,8 @@ impl Network {
         let (n, dim, out_dim) = (block.len(), layer.in_dim(), layer.out_dim());
         let mut x = vec![0.0f32; n * dim];
         for ((row, state), &sample) in x.chunks_exact_mut(dim).zip(ws.batch()).zip(block) {
-            layer_input(&state.traces, last, data, sample).for_each_nonzero(|i, v| row[i] = v);
+            layer_input(&state.traces, last, state.input.get(data, sample))
+                .for_each_nonzero(|i, v| row[i] = v);
         }
         let f32_rows = layer.f32_rows();
         let bf16 = precision == EvalPrecision::Bf16;
@@ -377,7 +381,7 @@ impl Network {
                 .par_iter()
                 .zip(batch)
                 .map(|(state, &sample)| {
-                    let input = layer_input(&state.traces, l, data, sample);
+                    let input = layer_input(&state.traces, l, state.input.get(data, sample));
                     let mut active: Vec<u32> = state.traces[l].ids().collect();
                     active.sort_unstable();
                     let best = layer.top_neurons(input, top);

@@ -56,7 +56,8 @@ impl Network {
         let dim = layer.in_dim();
         let mut x = vec![0.0f32; block.len() * dim];
         for ((row, state), &sample) in x.chunks_exact_mut(dim).zip(ws.batch()).zip(block) {
-            layer_input(&state.traces, last, data, sample).for_each_nonzero(|i, v| row[i] = v);
+            layer_input(&state.traces, last, state.input.get(data, sample))
+                .for_each_nonzero(|i, v| row[i] = v);
         }
         let mut mean = vec![0.0f32; dim];
         for row in x.chunks_exact(dim) {

@@ -59,7 +59,7 @@ impl Network {
                 let mut rng = sample_rng(mix64(step_seed ^ position) ^ POOL_PICKS_STREAM);
                 let (below, here) = state.traces.split_at_mut(last);
                 let trace = &mut here[0];
-                let x = layer_input(below, last, data, sample);
+                let x = layer_input(below, last, state.input.get(data, sample));
                 layer
                     .table_picks(x, sampling.as_ref(), &mut rng, &mut scratch[last], trace)
                     .map_err(|e| diverged(e, last, sample))?;
@@ -111,6 +111,7 @@ impl Network {
             num_labels: self.config().layers[last].out_dim,
             sharded: self.comm.size() > 1,
             wide: self.wide.as_ref(),
+            input_power: self.config().input_power,
         };
         let step_seed = self.step_seed();
         let threads = &ws.threads;

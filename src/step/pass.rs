@@ -47,6 +47,8 @@ pub(crate) struct Pass<'a> {
     /// The network's wide head, which re-ranks (evaluation) or learns on (training) each
     /// sample's shortlist; never with `sharded`.
     pub(crate) wide: Option<&'a WideHead>,
+    /// [`NetworkConfig::input_power`](crate::NetworkConfig::input_power).
+    pub(crate) input_power: f32,
 }
 
 impl Pass<'_> {
@@ -81,8 +83,9 @@ impl Pass<'_> {
         if let Some(wide) = self.wide {
             let activation = self.layers[self.layers.len() - 1].activation();
             let best = self.best_active::<MAX_SHORTLIST>(output, |p| logit_of(activation, p));
-            let mut candidates = wide.candidates(self.data.input(sample), best.pairs());
-            wide.rerank(self.data.input(sample), &mut candidates);
+            let input = state.input.get(self.data, sample);
+            let mut candidates = wide.candidates(input, best.pairs());
+            wide.rerank(input, &mut candidates);
             state.top = Top5::from_ranked(&candidates);
             return Ok(());
         }
@@ -107,7 +110,7 @@ impl Pass<'_> {
         let started = Instant::now();
         let last = self.layers.len() - 1;
         let (below, here) = state.traces.split_at_mut(last);
-        let x = layer_input(below, last, self.data, sample);
+        let x = layer_input(below, last, state.input.get(self.data, sample));
         state.macs += self.layers[last].forward_active(x, &mut here[0]);
         state.times.forward += started.elapsed();
         self.fill_shortlist(sample, state);
@@ -174,7 +177,7 @@ impl Pass<'_> {
                 shortlist.push(label);
             }
         }
-        let input = self.data.input(sample);
+        let input = state.input.get(self.data, sample);
         wide.add_rare_labels(input, labels, &mut state.rare_scratch, shortlist);
     }
 
@@ -220,6 +223,7 @@ impl Pass<'_> {
     ) -> Result<()> {
         let input = self.data.input(sample);
         self.layers[0].check_input(sample, input)?;
+        state.input.fill(input, self.input_power);
         let labels = self.data.labels(sample);
         let last = self.layers.len() - 1;
         let num_labels = self.num_labels;
@@ -239,8 +243,10 @@ impl Pass<'_> {
             labels: local,
             macs,
             times,
+            input,
             ..
         } = state;
+        let input = input.get(self.data, sample);
         local.clear();
         let first = self.outputs.start as u32;
         local.extend(
@@ -259,7 +265,7 @@ impl Pass<'_> {
         };
         for (l, layer) in self.layers.iter().enumerate().take(run) {
             let (below, here) = traces.split_at_mut(l);
-            let x = layer_input(below, l, self.data, sample);
+            let x = layer_input(below, l, input);
             let forced: &[u32] = if l == last { local } else { &[] };
             let started = Instant::now();
             // Exact evaluation computes every output but keeps the hidden layers' sampling,

@@ -208,7 +208,7 @@ impl Network {
         mean.resize(self.layers()[l].in_dim(), 0.0);
         let weight = 1.0 / batch.len() as f32;
         for (state, &sample) in ws.batch().iter().zip(batch) {
-            layer_input(&state.traces, l, data, sample)
+            layer_input(&state.traces, l, state.input.get(data, sample))
                 .for_each_nonzero(|i, v| mean[i] += weight * v);
         }
         ws.mean = mean;
@@ -302,11 +302,16 @@ fn train_wide(
         std::mem::take(&mut scratch.slots),
     );
     if let (Some(state), Some(&sample)) = (states.first(), batch.first()) {
-        wide.slots(data.input(sample), &state.shortlist, &mut x, &mut slots);
+        wide.slots(
+            state.input.get(data, sample),
+            &state.shortlist,
+            &mut x,
+            &mut slots,
+        );
     }
     for (i, (state, &sample)) in states.iter().zip(batch).enumerate() {
         if let (Some(next), Some(&next_sample)) = (states.get(i + 1), batch.get(i + 1)) {
-            let input = data.input(next_sample);
+            let input = next.input.get(data, next_sample);
             wide.slots(
                 input,
                 &next.shortlist,

@@ -19,6 +19,7 @@ impl Config {
             rebuild: t.rebuild,
             seed: t.seed,
             wide: self.network.wide,
+            input_power: self.network.input_power.unwrap_or(1.0),
         }
         .with_epoch_length(t.steps_per_epoch(train_samples))
     }

@@ -91,6 +91,10 @@ pub struct NetworkSection {
     /// `shortlist`), per-label linear classifiers on the input features that re-rank the
     /// network's best outputs; absent: none.
     pub wide: Option<slide::WideConfig>,
+    /// The power each input value is raised to before the network reads it, each sample's
+    /// input keeping its L2 norm (the core's [`slide::NetworkConfig::input_power`]); absent:
+    /// 1, the inputs as stored.
+    pub input_power: Option<f32>,
 }
 
 /// The layers of `[network]`, each read on its own so that an error names its place.

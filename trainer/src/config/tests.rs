@@ -690,3 +690,26 @@ fn wide_keys_reach_the_core_type() {
     let unknown = message("network.wide={ buckets = 20 }");
     assert!(unknown.contains("buckets"), "{unknown}");
 }
+
+/// `[network] input_power` reaches the core's network config (1, the inputs as stored,
+/// when left out); a power that is not above 0 is refused before any work, naming the key.
+#[test]
+fn the_input_power_reaches_the_core() {
+    let data = "[data]\nformat = \"xmc\"\ntrain = \"a\"\ntest = \"b\"\n\
+                [[network.layers]]\nsize = 4\nactivation = \"softmax\"\n";
+    let path = Path::new("power.toml");
+    assert_eq!(
+        parse(data, path, &[]).unwrap().network(10, 100).input_power,
+        1.0
+    );
+    let config = parse(data, path, &["network.input_power=0.5".into()]).unwrap();
+    assert_eq!(config.network(10, 100).input_power, 0.5);
+    for bad in ["0", "-1", "nan"] {
+        let set = format!("network.input_power={bad}");
+        let err = format!("{:#}", parse(data, path, &[set]).unwrap_err());
+        assert!(
+            err.contains("network.input_power: must be a finite number above 0"),
+            "{bad}: {err}"
+        );
+    }
+}

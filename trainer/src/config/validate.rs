@@ -27,6 +27,11 @@ impl Config {
         if self.network.layers.is_empty() {
             bail!("network.layers: at least one layer is needed");
         }
+        if let Some(p) = self.network.input_power
+            && !(p.is_finite() && p > 0.0)
+        {
+            bail!("network.input_power: must be a finite number above 0, got {p}");
+        }
         if let Some(wide) = &self.network.wide {
             wide.validate().map_err(|e| match e {
                 SlideError::InvalidConfig { what, reason } => anyhow!("network.{what}: {reason}"),

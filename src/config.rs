@@ -324,8 +324,9 @@ impl NetworkConfig {
     }
 
     /// A stable hash of what a trained model's state depends on to be read back and
-    /// evaluated: input size, seed (the hash functions are drawn from it, not saved), and
-    /// each layer's size, activation, layout and LSH settings, and the wide head's size. Not the optimizer, the
+    /// evaluated: input size, seed (the hash functions are drawn from it, not saved), the
+    /// input power (named only when not 1), and each layer's size, activation, layout and
+    /// LSH settings, and the wide head's size. Not the optimizer, the
     /// rebuild schedule, the initialisation, the precision of weights and moments and the
     /// second moment's form (a layer reads a state file's values in either precision) or
     /// the LSH settings that only shape training (the shared negatives' shift and refresh

@@ -47,6 +47,18 @@ fn architecture_hash_is_stable_and_ignores_training_settings() {
     let mut reseeded = base.clone();
     reseeded.seed = 2;
     assert_ne!(reseeded.architecture_hash(), base.architecture_hash());
+    // The input power is the model's (it reads every input through it), named when not 1.
+    assert!(!base.describe().iter().any(|(k, _)| k == "input_power"));
+    let powered = NetworkConfig {
+        input_power: 0.5,
+        ..base.clone()
+    };
+    assert!(
+        powered
+            .describe()
+            .contains(&("input_power".into(), "0.5".into()))
+    );
+    assert_ne!(powered.architecture_hash(), base.architecture_hash());
     let keys: Vec<String> = base.describe().into_iter().map(|(k, _)| k).collect();
     assert_eq!(keys[..3], ["input_dim", "seed", "layers.0.out_dim"]);
 }

@@ -594,7 +594,8 @@ fn keys_of<T: for<'de> serde::Deserialize<'de>>() -> Vec<&'static str> {
 
 /// Every key the other sections' types read is documented in configs/README.md (the
 /// `[train]` table is checked both ways above): `[data]`, `[[network.layers]]`,
-/// `[network.layers.lsh]` and its warm-up, `[network.wide]`, `[log]`, `[checkpoint]`.
+/// `[network]`'s own keys, `[network.layers.lsh]` and its warm-up, `[network.wide]`,
+/// `[log]`, `[checkpoint]`.
 #[test]
 fn configs_readme_names_every_key_of_every_section() {
     let readme =
@@ -626,8 +627,14 @@ fn configs_readme_names_every_key_of_every_section() {
         .map(|k| &*Box::leak(k.into_boxed_str()))
         .collect();
     lsh_keys.extend(written);
+    // `[network]`'s own keys, less its two sub-tables (named as sections below).
+    let network: Vec<&'static str> = keys_of::<NetworkSection>()
+        .into_iter()
+        .filter(|k| !["layers", "wide"].contains(k))
+        .collect();
     let sections = [
         ("[data]", keys_of::<DataConfig>()),
+        ("[network]", network),
         ("[[network.layers]]", keys_of::<slide::LayerConfig>()),
         ("[network.layers.lsh]", lsh_keys),
         ("[network.layers.lsh.warmup]", keys_of::<slide::Warmup>()),

@@ -85,14 +85,7 @@ fn trained(power: f32, data: &SparseExamples) -> (Vec<Vec<(u32, u32)>>, Vec<u32>
                 .collect()
         }));
     }
-    let head = net
-        .wide()
-        .unwrap()
-        .table()
-        .iter()
-        .map(|w| w.to_bits())
-        .collect();
-    (best, head)
+    (best, head_bits(&net))
 }
 
 #[test]

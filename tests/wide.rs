@@ -123,14 +123,7 @@ fn wide_training_is_bit_identical_with_one_and_two_threads() {
         pool.install(|| {
             let mut net = Network::new(config(16, Some(small_wide()), 2)).unwrap();
             train_epochs(&mut net, &data, 2, 32);
-            let bits: Vec<u32> = net
-                .wide()
-                .unwrap()
-                .table()
-                .iter()
-                .map(|w| w.to_bits())
-                .collect();
-            (bits, predicted_ids(&net, &data, Mode::EvalExact))
+            (head_bits(&net), predicted_ids(&net, &data, Mode::EvalExact))
         })
     };
     let (one, two) = (run(1), run(2));

@@ -294,16 +294,22 @@ fn sgd_row(mut w: ValuesMut<'_>, g: &[f32], scale: f32, seed: u32, mut ahead: Ah
         let bits = next(&mut streams);
         for (k, &b) in bits.iter().enumerate().take(n - start) {
             let i = start + k;
-            let delta = scale * g[i];
-            match &mut w {
-                ValuesMut::F32(w) => w[i] -= delta,
-                ValuesMut::Bf16(w) => {
-                    w[i] = from_f32_stochastic(to_f32(w[i]) - delta, (b >> 16) as u16);
-                }
-            }
+            step_weight(&mut w, i, scale * g[i], b);
         }
     }
     ahead.finish();
+}
+
+/// Weight `i` less `delta`, a BF16 weight rounded with the upper 16 bits of `bits` (the
+/// lower 16 are a first moment's): the weight's part of every row update here.
+#[inline(always)]
+pub(crate) fn step_weight(w: &mut ValuesMut<'_>, i: usize, delta: f32, bits: u32) {
+    match w {
+        ValuesMut::F32(w) => w[i] -= delta,
+        ValuesMut::Bf16(w) => {
+            w[i] = from_f32_stochastic(to_f32(w[i]) - delta, (bits >> 16) as u16);
+        }
+    }
 }
 
 /// Element `i` of [`adam_row`].
@@ -318,13 +324,7 @@ pub(crate) fn row_update(
     bits: u32,
 ) {
     let mi = beta1 * to_f32(*m) + (1.0 - beta1) * g;
-    let delta = scale * mi;
-    match w {
-        ValuesMut::F32(w) => w[i] -= delta,
-        ValuesMut::Bf16(w) => {
-            w[i] = from_f32_stochastic(to_f32(w[i]) - delta, (bits >> 16) as u16);
-        }
-    }
+    step_weight(w, i, scale * mi, bits);
     *m = from_f32_stochastic(mi, bits as u16);
 }
 

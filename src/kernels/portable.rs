@@ -233,17 +233,7 @@ fn sgd_row_bf16(
         let bits = streams.next();
         for (h, bits) in bits.into_iter().enumerate() {
             let i = start + 8 * h;
-            let delta = scale8 * load(&g[i..i + 8]);
-            match &mut w {
-                ValuesMut::F32(w) => {
-                    let wi = load(&w[i..i + 8]) - delta;
-                    w[i..i + 8].copy_from_slice(&wi.to_array());
-                }
-                ValuesMut::Bf16(w) => {
-                    let wi = widen(&w[i..i + 8]) - delta;
-                    round_into(wi, bits >> 16, &mut w[i..i + 8]);
-                }
-            }
+            step_weights(&mut w, i, scale8 * load(&g[i..i + 8]), bits);
         }
     }
     ahead.finish();
@@ -251,14 +241,23 @@ fn sgd_row_bf16(
         let [low, high] = streams.next().map(u32x8::to_array);
         for (k, i) in (full..n).enumerate() {
             let bits = if k < 8 { low[k] } else { high[k - 8] };
-            let delta = scale * g[i];
-            match &mut w {
-                ValuesMut::F32(w) => w[i] -= delta,
-                ValuesMut::Bf16(w) => {
-                    w[i] =
-                        bf16::from_f32_stochastic(bf16::to_f32(w[i]) - delta, (bits >> 16) as u16);
-                }
-            }
+            bf16::step_weight(&mut w, i, scale * g[i], bits);
+        }
+    }
+}
+
+/// Weights `i..i + 8` less `delta`, BF16 weights rounded with the upper 16 bits of each
+/// lane of `bits` ([`bf16::step_weight`] eight at a time).
+#[inline(always)]
+fn step_weights(w: &mut ValuesMut<'_>, i: usize, delta: f32x8, bits: u32x8) {
+    match w {
+        ValuesMut::F32(w) => {
+            let wi = load(&w[i..i + 8]) - delta;
+            w[i..i + 8].copy_from_slice(&wi.to_array());
+        }
+        ValuesMut::Bf16(w) => {
+            let wi = widen(&w[i..i + 8]) - delta;
+            round_into(wi, bits >> 16, &mut w[i..i + 8]);
         }
     }
 }
@@ -295,18 +294,8 @@ pub fn adam_row_bf16(
         for (h, bits) in bits.into_iter().enumerate() {
             let i = start + 8 * h;
             let mi = b1 * widen(&m[i..i + 8]) + c1 * load(&g[i..i + 8]);
-            let delta = scale8 * mi;
             round_into(mi, bits, &mut m[i..i + 8]);
-            match &mut w {
-                ValuesMut::F32(w) => {
-                    let wi = load(&w[i..i + 8]) - delta;
-                    w[i..i + 8].copy_from_slice(&wi.to_array());
-                }
-                ValuesMut::Bf16(w) => {
-                    let wi = widen(&w[i..i + 8]) - delta;
-                    round_into(wi, bits >> 16, &mut w[i..i + 8]);
-                }
-            }
+            step_weights(&mut w, i, scale8 * mi, bits);
         }
     }
     ahead.finish();

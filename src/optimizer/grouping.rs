@@ -214,15 +214,18 @@ pub(super) fn accumulate_row<B: LayerBatch + ?Sized>(
     // A first dense contribution over the whole row is stored rather than added to zeros
     // (the same values: `0 + a x` rounds as `a x`), which saves the row a pass.
     let mut rest = group;
-    match group.split_first() {
-        Some((c, after)) if dense(c).is_some_and(|x| x.len() >= g.len()) => {
+    let first = group
+        .split_first()
+        .and_then(|(c, after)| Some((c, dense(c).filter(|x| x.len() >= g.len())?, after)));
+    match first {
+        Some((c, x, after)) => {
             let a = scale * c.value;
-            for (gi, &xi) in g.iter_mut().zip(dense(c).unwrap_or_default()) {
+            for (gi, &xi) in g.iter_mut().zip(x) {
                 *gi = a * xi;
             }
             rest = after;
         }
-        _ => g.fill(0.0),
+        None => g.fill(0.0),
     }
     for c in rest {
         let input = batch.input(c.sample as usize);

@@ -57,6 +57,12 @@ pub fn network(input_dim: usize, layers: Vec<LayerConfig>, lr: f32, seed: u64) -
     .expect("valid config")
 }
 
+/// The bits of a network's wide head's weights, for comparisons bit for bit.
+pub fn head_bits(net: &Network) -> Vec<u32> {
+    let table = net.wide().expect("a network with a wide head").table();
+    table.iter().map(|w| w.to_bits()).collect()
+}
+
 /// `n` dense samples of `dim` values in [-1, 1], one class below `classes` each.
 pub fn dense_data(n: usize, dim: usize, classes: u32, seed: u64) -> DenseExamples {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);

@@ -8,7 +8,8 @@
 # SETTINGS: one setting a line, a name and the `--set` flags that make it ("bz --set
 # train.beta1=0 ...", quoted as on a shell's command line: xargs reads the quotes), or the
 # name alone for the config as shipped. SETs: names of folders of
-# $DATA holding train.txt and test.txt (default: the four real sets of docs/real-data.md).
+# $DATA holding train.txt and test.txt (default: the three real sets that benches/xmc/compare.py
+# builds: deb-deps, deb-tags, bibtex).
 # Each (setting, SET) run appends one line to $RESULTS: the name, the set, its wall seconds
 # and the trainer's `done:` line (P@1 / P@3 / P@5 on the whole test file).
 #
@@ -35,7 +36,7 @@ fi
 settings=${1:?usage: benches/real/sweep.sh SETTINGS [SET...]}
 shift
 sets=("$@")
-[ ${#sets[@]} -eq 0 ] && sets=(deb-deps pypi-deps pypi-classifiers deb-tags)
+[ ${#sets[@]} -eq 0 ] && sets=(deb-deps deb-tags bibtex)
 export DATA=${DATA:-datasets/real} RUNS=${RUNS:-/tmp/sweep} BIN=${BIN:-target/release/slide-train}
 export KERNELS=${KERNELS:-portable}
 export RESULTS=${RESULTS:-$RUNS/results.txt}

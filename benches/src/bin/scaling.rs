@@ -204,7 +204,7 @@ impl Trainee {
             Trainee::Slide(slide) => {
                 let (net, ws) = &mut **slide;
                 net.evaluate(ws, test, &all, Mode::EvalExact)
-                    .map(|e| e.precision_at_1)
+                    .map(|e| e.metrics.precision[0])
                     .map_err(|e| e.to_string())
             }
             Trainee::Autodiff(baseline) => Ok(baseline.precision_at_1(test, &all)),

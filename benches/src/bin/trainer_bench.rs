@@ -367,19 +367,19 @@ fn evaluate(
     let mut evals = Vec::new();
     for mode in [Mode::EvalExact, Mode::EvalLsh] {
         let (e, seconds) = pool
-            .install(|| evaluate_checkpoint(cfg, newest, mode, Some(samples)))
+            .install(|| evaluate_checkpoint(cfg, newest, Some(mode), Some(samples)))
             .map_err(|e| format!("evaluation failed: {e:?}"))?;
-        evals.push((e.precision_at_1, e.samples as f64 / seconds.max(1e-9)));
+        evals.push((e.metrics.precision[0], e.samples as f64 / seconds.max(1e-9)));
     }
     let bf16 = if slide::kernels::has_bf16_dot() {
         let mut bf16 = cfg.clone();
         bf16.train.eval.precision = slide::EvalPrecision::Bf16;
         let (e, seconds) = pool
-            .install(|| evaluate_checkpoint(&bf16, newest, Mode::EvalExact, Some(samples)))
+            .install(|| evaluate_checkpoint(&bf16, newest, Some(Mode::EvalExact), Some(samples)))
             .map_err(|e| format!("evaluation failed: {e:?}"))?;
         format!(
             "{:.4},{:.0}",
-            e.precision_at_1,
+            e.metrics.precision[0],
             e.samples as f64 / seconds.max(1e-9)
         )
     } else {

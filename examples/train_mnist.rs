@@ -132,8 +132,8 @@ fn main() {
         println!(
             "epoch {epoch}: loss {:.4}, test accuracy {:.2}% (LSH hidden layer, as trained) / {:.2}% (every neuron), {:.0} hidden active, {seconds:.1} s ({:.0} samples/s)",
             loss / steps as f64,
-            100.0 * sampled.precision_at_1,
-            100.0 * every.precision_at_1,
+            100.0 * sampled.metrics.precision[0],
+            100.0 * every.metrics.precision[0],
             active_hidden / steps as f64,
             (steps * 128) as f64 / seconds,
         );

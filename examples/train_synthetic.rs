@@ -167,8 +167,8 @@ fn main() {
         println!(
             "epoch {epoch}: train loss {:.3}, test P@1 {:.3} exact / {:.3} LSH ({:.0} outputs), {:.0} samples/s",
             loss / steps as f64,
-            exact.precision_at_1,
-            fast.precision_at_1,
+            exact.metrics.precision[0],
+            fast.metrics.precision[0],
             fast.active_outputs,
             trained as f64 / seconds
         );

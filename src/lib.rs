@@ -58,7 +58,7 @@
 //! }
 //! let last = net.train_step(&mut ws, &data, &all)?.loss;
 //! assert!(last < 0.1 * first, "loss {first} -> {last}");
-//! assert_eq!(net.evaluate(&mut ws, &data, &all, Mode::EvalExact)?.precision_at_1, 1.0);
+//! assert_eq!(net.evaluate(&mut ws, &data, &all, Mode::EvalExact)?.metrics.precision[0], 1.0);
 //! # Ok::<(), slide::SlideError>(())
 //! ```
 
@@ -72,13 +72,14 @@ mod input;
 pub mod kernels;
 pub mod layer;
 mod loss;
+pub mod metrics;
 pub mod network;
 mod network_state;
 pub mod optimizer;
 pub mod rows;
 pub mod stats;
 pub mod step;
-mod top5;
+mod top;
 pub mod wide;
 pub mod workspace;
 
@@ -92,6 +93,7 @@ pub use layer::{
     Negatives, Picks, Precision, Retrieval, SampleRng, SecondMoment, SelectScratch, SoftmaxLoss,
     SparseLayer, StateSource, StateTensor, Warmup, WarmupLength, WeightLayout, sample_rng,
 };
+pub use metrics::{Metrics, Propensities, PropensityModel};
 pub use network::{Network, NetworkState, StateScalars};
 pub use optimizer::{
     Adam, AdamConfig, BiasCorrection, Decay, LayerGradients, LrSchedule, UpdateCounts,

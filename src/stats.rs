@@ -1,5 +1,5 @@
 //! What training steps and evaluations report: losses, counters, where the time went,
-//! where active neurons came from, precision at 1/3/5 and the collapse detector.
+//! where active neurons came from, the evaluation's metrics and the collapse detector.
 
 use std::time::Duration;
 
@@ -89,13 +89,9 @@ impl ActiveSources {
 pub struct EvalStats {
     /// Samples evaluated.
     pub samples: usize,
-    /// Share of samples whose highest-scoring output is one of their labels (P@1; the
-    /// accuracy for single-label data).
-    pub precision_at_1: f64,
-    /// Mean share of the 3 highest-scoring outputs that are labels (P@3).
-    pub precision_at_3: f64,
-    /// Mean share of the 5 highest-scoring outputs that are labels (P@5).
-    pub precision_at_5: f64,
+    /// P@k, nDCG@k and, where propensities were given, PSP@k and PSnDCG@k, for k = 1, 3, 5
+    /// (`metrics.precision[0]`, P@1, is the accuracy for single-label data).
+    pub metrics: crate::metrics::Metrics,
     /// Mean active output neurons per sample.
     pub active_outputs: f64,
     /// The output that is the top-1 prediction of the most samples (ties: the lower id).

@@ -1,93 +1,94 @@
-//! A sample's K best outputs (5 for P@k, a wide head's shortlist when one re-ranks them),
-//! with one tie rule: what evaluation, prediction and the training step's evaluation pass
-//! rank with.
+//! A sample's `k` best outputs with one tie rule (the higher score, then the lower id; see
+//! [`ranks_before`]), kept in a heap, so that any `k` costs `log k` per entering offer:
+//! what evaluation and prediction rank with (from the 5 that P@k reads to the hundreds of a
+//! shortlist for a re-ranker), and what a training sample's shortlist for the wide head is
+//! drawn from.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 
 use crate::layer::ranks_before;
 
-/// A sample's `K` best `(score, neuron)` pairs, best first; ties go to the lower neuron id
-/// (see [`ranks_before`]), so the result does not depend on the order offers arrive in.
-/// Empty slots are `(-inf, u32::MAX)`.
+/// A kept `(score, id)` pair, ordered so that the one that ranks last is the greatest (the
+/// heap's top, the first to leave). Scores are never NaN (refused by [`TopN::offer`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Top<const K: usize>([(f32, u32); K]);
+struct Kept(f32, u32);
 
-/// The 5 best: what P@1, P@3 and P@5 and a prediction read.
-pub(crate) type Top5 = Top<5>;
+impl Eq for Kept {}
 
-impl<const K: usize> Default for Top<K> {
-    fn default() -> Self {
-        Self::EMPTY
+impl Ord for Kept {
+    fn cmp(&self, other: &Self) -> Ordering {
+        if ranks_before((self.0, self.1), (other.0, other.1)) {
+            Ordering::Less
+        } else if ranks_before((other.0, other.1), (self.0, self.1)) {
+            Ordering::Greater
+        } else {
+            Ordering::Equal
+        }
     }
 }
 
-impl<const K: usize> Top<K> {
-    pub(crate) const EMPTY: Self = Top([(f32::NEG_INFINITY, u32::MAX); K]);
+impl PartialOrd for Kept {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The `k` best `(score, id)` pairs offered; the result does not depend on the order offers
+/// arrive in. A NaN score never enters.
+#[derive(Debug, Clone)]
+pub(crate) struct TopN {
+    k: usize,
+    heap: BinaryHeap<Kept>,
+}
+
+impl TopN {
+    /// Keeps the `k` best.
+    pub(crate) fn new(k: usize) -> Self {
+        TopN {
+            k,
+            heap: BinaryHeap::with_capacity(k + 1),
+        }
+    }
 
     #[inline]
     pub(crate) fn offer(&mut self, z: f32, id: u32) {
-        if !ranks_before((z, id), self.0[K - 1]) {
+        if z.is_nan() || self.k == 0 {
             return;
         }
-        let mut i = K - 1;
-        while i > 0 && ranks_before((z, id), self.0[i - 1]) {
-            self.0[i] = self.0[i - 1];
-            i -= 1;
+        if self.heap.len() < self.k {
+            self.heap.push(Kept(z, id));
+        } else if let Some(mut worst) = self.heap.peek_mut()
+            && ranks_before((z, id), (worst.0, worst.1))
+        {
+            *worst = Kept(z, id);
         }
-        self.0[i] = (z, id);
     }
 
-    /// The offered `(neuron, score)` pairs, best first (at most `K`).
-    pub(crate) fn ranked(&self) -> impl Iterator<Item = (u32, f32)> + '_ {
-        self.0
-            .iter()
-            .filter(|&&(_, id)| id != u32::MAX)
-            .map(|&(z, id)| (id, z))
-    }
-
-    /// The `K`th best score (`-inf` while fewer than `K` were offered): a score below it
+    /// The `k`th best score (`-inf` while fewer than `k` were offered): a score below it
     /// cannot enter.
     #[inline]
     pub(crate) fn last(&self) -> f32 {
-        self.0[K - 1].0
+        match self.heap.peek() {
+            Some(worst) if self.heap.len() == self.k => worst.0,
+            _ => f32::NEG_INFINITY,
+        }
     }
 
     /// Offers every pair `other` holds.
     pub(crate) fn merge(&mut self, other: &Self) {
-        for &(z, id) in &other.0 {
-            self.offer(z, id);
+        for kept in &other.heap {
+            self.offer(kept.0, kept.1);
         }
     }
 
-    /// The best neuron (`u32::MAX` if nothing was offered).
-    pub(crate) fn first(&self) -> u32 {
-        self.0[0].1
-    }
-
-    /// The offered `(score, neuron)` pairs, best first, as a slice (at most `K`).
-    pub(crate) fn pairs(&self) -> &[(f32, u32)] {
-        let n = self.0.iter().take_while(|&&(_, id)| id != u32::MAX).count();
-        &self.0[..n]
-    }
-}
-
-impl Top5 {
-    /// The 5 best of `pairs`, which are ranked best first already.
-    pub(crate) fn from_ranked(pairs: &[(f32, u32)]) -> Self {
-        let mut top = Self::EMPTY;
-        for (slot, &pair) in top.0.iter_mut().zip(pairs) {
-            *slot = pair;
-        }
-        top
-    }
-
-    /// How many of `labels` are among the 1, 3 and 5 best.
-    pub(crate) fn hits(&self, labels: &[u32]) -> [u8; 3] {
-        let hit = |n: usize| {
-            self.0[..n]
-                .iter()
-                .filter(|&&(_, id)| id != u32::MAX && labels.contains(&id))
-                .count() as u8
-        };
-        [hit(1), hit(3), hit(5)]
+    /// The kept `(score, id)` pairs, best first.
+    pub(crate) fn into_ranked(self) -> Vec<(f32, u32)> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|Kept(z, id)| (z, id))
+            .collect()
     }
 }
 
@@ -97,55 +98,61 @@ mod tests {
 
     /// Offers in any order give the same 5, best first, ties to the lower id.
     #[test]
-    fn top5_keeps_the_best_five_with_ties_to_the_lower_id() {
+    fn keeps_the_best_with_ties_to_the_lower_id() {
         let offers = [
             (0.5, 9),
             (2.0, 4),
             (0.5, 3),
             (1.0, 8),
             (-1.0, 1),
+            (f32::NAN, 0),
             (0.5, 6),
             (3.0, 7),
         ];
-        let mut forward = Top5::EMPTY;
-        let mut backward = Top5::EMPTY;
+        let mut forward = TopN::new(5);
+        let mut backward = TopN::new(5);
         for &(z, id) in &offers {
             forward.offer(z, id);
         }
         for &(z, id) in offers.iter().rev() {
             backward.offer(z, id);
         }
-        let want = Top([(3.0, 7), (2.0, 4), (1.0, 8), (0.5, 3), (0.5, 6)]);
-        assert_eq!(forward, want);
-        assert_eq!(backward, want);
-        assert_eq!(want.first(), 7);
-        assert_eq!(want.hits(&[4, 6, 11]), [0, 1, 2]);
+        assert_eq!(forward.last(), 0.5);
+        let want = vec![(3.0, 7), (2.0, 4), (1.0, 8), (0.5, 3), (0.5, 6)];
+        assert_eq!(forward.into_ranked(), want);
+        assert_eq!(backward.into_ranked(), want);
     }
 
-    /// Fewer than 5 offers leave empty slots that are never hits; no offer, no prediction.
+    /// Fewer than `k` offers: `last` stays `-inf` and every offer is kept; `k = 0` keeps none.
     #[test]
-    fn top5_with_few_offers_has_empty_slots() {
-        let mut top = Top5::EMPTY;
-        assert_eq!(top.first(), u32::MAX);
+    fn few_offers_and_none_wanted() {
+        let mut top = TopN::new(5);
         top.offer(1.0, 2);
-        assert_eq!(top.first(), 2);
-        assert_eq!(top.hits(&[2, u32::MAX]), [1, 1, 1]);
+        top.offer(f32::NEG_INFINITY, 9);
+        assert_eq!(top.last(), f32::NEG_INFINITY);
+        assert_eq!(top.into_ranked(), vec![(1.0, 2), (f32::NEG_INFINITY, 9)]);
+        let mut none = TopN::new(0);
+        none.offer(1.0, 1);
+        assert!(none.into_ranked().is_empty());
     }
 
-    /// A wider top keeps as many as it holds, in the same order as a Top5 of the same offers.
+    /// Merging halves gives the top of the whole, and a wider top's first five are the top 5.
     #[test]
-    fn a_wider_top_agrees_with_top5_on_its_first_five() {
-        let (mut wide, mut five) = (Top::<8>::EMPTY, Top5::EMPTY);
-        for (i, z) in [0.3f32, 2.0, -1.0, 2.0, 0.7, 5.0, 0.1]
-            .into_iter()
-            .enumerate()
-        {
+    fn merged_halves_and_wider_tops_agree() {
+        let scores: Vec<f32> = (0..200).map(|i| ((i * 37) % 101) as f32 * 0.25).collect();
+        let (mut a, mut b, mut whole, mut wide) =
+            (TopN::new(8), TopN::new(8), TopN::new(8), TopN::new(100));
+        for (i, &z) in scores.iter().enumerate() {
+            if i % 2 == 0 { &mut a } else { &mut b }.offer(z, i as u32);
+            whole.offer(z, i as u32);
             wide.offer(z, i as u32);
-            five.offer(z, i as u32);
         }
-        assert_eq!(wide.pairs().len(), 7);
-        assert_eq!(wide.last(), f32::NEG_INFINITY);
-        assert_eq!(Top5::from_ranked(wide.pairs()), five);
-        assert_eq!(wide.pairs()[6], (-1.0, 2));
+        a.merge(&b);
+        let whole = whole.into_ranked();
+        assert_eq!(a.into_ranked(), whole);
+        assert_eq!(wide.into_ranked()[..8], whole[..]);
+        let mut sorted: Vec<(f32, u32)> = scores.iter().copied().zip(0..).collect();
+        sorted.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        assert_eq!(whole, sorted[..8]);
     }
 }

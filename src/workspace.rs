@@ -12,7 +12,6 @@ use crate::layer::{LayerBatch, LayerTrace, SelectScratch};
 use crate::network::Network;
 use crate::optimizer::UpdateScratch;
 use crate::stats::PhaseTimes;
-use crate::top5::Top5;
 
 /// What one sample of a batch left behind.
 #[derive(Debug, Default)]
@@ -22,8 +21,6 @@ pub(crate) struct SampleState {
     /// Cross-entropy of a training pass.
     pub(crate) loss: f64,
     pub(crate) macs: u64,
-    /// The 5 highest-scoring active outputs of an evaluation pass, best first.
-    pub(crate) top: Top5,
     pub(crate) times: PhaseTimes,
     /// The sample's labels among this rank's outputs, as ids of its slice of the output
     /// layer (all of them, unchanged, with one rank).

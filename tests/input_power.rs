@@ -78,7 +78,7 @@ fn trained(power: f32, data: &SparseExamples) -> (Vec<Vec<(u32, u32)>>, Vec<u32>
     };
     let mut best = Vec::new();
     for options in [Mode::EvalExact.into(), Mode::EvalLsh.into(), pooled] {
-        let predictions = net.predict(&mut ws, data, &all, options).unwrap();
+        let predictions = net.predict(&mut ws, data, &all, options, 5).unwrap();
         best.extend(predictions.into_iter().map(|top| {
             top.into_iter()
                 .map(|(id, score)| (id, score.to_bits()))

@@ -61,7 +61,9 @@ fn train(data: &SparseExamples, config: NetworkConfig, comm: Arc<dyn Communicato
         })
         .collect();
     let test: Vec<usize> = (0..64).collect();
-    let predictions = net.predict(&mut ws, data, &test, Mode::EvalExact).unwrap();
+    let predictions = net
+        .predict(&mut ws, data, &test, Mode::EvalExact, 5)
+        .unwrap();
     let sent = net.communicator().bytes_sent();
     Run {
         net,

@@ -237,7 +237,8 @@ fn training_learns_a_separable_sparse_problem() {
     let p1 = net
         .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalExact)
         .unwrap()
-        .precision_at_1;
+        .metrics
+        .precision[0];
     eprintln!("loss {first:.3} -> {last:.3}, P@1 {p1:.3}");
     assert!(last < 0.5 * first, "loss {first} -> {last}");
     assert!(p1 > 0.8, "P@1 {p1}");
@@ -503,8 +504,8 @@ fn evaluation_runs_exact_or_sampled() {
         .unwrap();
     assert_eq!(exact.active_outputs, 300.0);
     assert!(fast.active_outputs < 100.0, "{fast:?}");
-    assert!(exact.precision_at_1 > 0.3, "{exact:?}");
-    assert!(fast.precision_at_1 > 0.3, "{fast:?}");
+    assert!(exact.metrics.precision[0] > 0.3, "{exact:?}");
+    assert!(fast.metrics.precision[0] > 0.3, "{fast:?}");
     eprintln!("exact {exact:?}\nlsh {fast:?}");
 }
 
@@ -521,7 +522,7 @@ fn predictions_are_the_best_outputs_and_agree_with_evaluation() {
     let all: Vec<usize> = (0..64).collect();
     let mut ws = slide::Workspace::new();
     for mode in [Mode::EvalExact, Mode::EvalLsh] {
-        let predictions = net.predict(&mut ws, &data, &all, mode).unwrap();
+        let predictions = net.predict(&mut ws, &data, &all, mode, 5).unwrap();
         assert_eq!(predictions.len(), all.len());
         let hits = predictions
             .iter()
@@ -534,10 +535,10 @@ fn predictions_are_the_best_outputs_and_agree_with_evaluation() {
         let stats = net.evaluate(&mut ws, &data, &all, mode).unwrap();
         assert_eq!(
             hits as f64 / all.len() as f64,
-            stats.precision_at_1,
+            stats.metrics.precision[0],
             "{mode:?}"
         );
-        assert!(stats.precision_at_1 > 0.3, "{mode:?}: {stats:?}");
+        assert!(stats.metrics.precision[0] > 0.3, "{mode:?}: {stats:?}");
         for p in &predictions {
             assert!(
                 p.len() <= 5 && p.windows(2).all(|w| w[0].1 >= w[1].1),
@@ -545,7 +546,9 @@ fn predictions_are_the_best_outputs_and_agree_with_evaluation() {
             );
         }
     }
-    let predictions = net.predict(&mut ws, &data, &all, Mode::EvalExact).unwrap();
+    let predictions = net
+        .predict(&mut ws, &data, &all, Mode::EvalExact, 5)
+        .unwrap();
     for (p, &sample) in predictions.iter().zip(&all) {
         assert_eq!(p.len(), 5);
         let scored = net
@@ -570,7 +573,7 @@ fn predictions_are_the_best_outputs_and_agree_with_evaluation() {
         assert_eq!(better_elsewhere, 0, "sample {sample}: {p:?}");
     }
     assert!(
-        net.predict(&mut ws, &data, &[], Mode::EvalExact)
+        net.predict(&mut ws, &data, &[], Mode::EvalExact, 5)
             .unwrap()
             .is_empty()
     );
@@ -587,7 +590,9 @@ fn lsh_mode_with_a_batch_pool_scores_the_pool_beside_the_tables_picks() {
     let (data, net) = trained_on_64_samples();
     let all: Vec<usize> = (0..64).collect();
     let mut ws = slide::Workspace::new();
-    let exact = net.predict(&mut ws, &data, &all, Mode::EvalExact).unwrap();
+    let exact = net
+        .predict(&mut ws, &data, &all, Mode::EvalExact, 5)
+        .unwrap();
     let exact_stats = net.evaluate(&mut ws, &data, &all, Mode::EvalExact).unwrap();
     let tables = net.evaluate(&mut ws, &data, &all, Mode::EvalLsh).unwrap();
     assert_eq!(EvalOptions::default().pool, 0);
@@ -595,7 +600,7 @@ fn lsh_mode_with_a_batch_pool_scores_the_pool_beside_the_tables_picks() {
         pool,
         ..EvalOptions::from(Mode::EvalLsh)
     };
-    let pooled = net.predict(&mut ws, &data, &all, pool(300)).unwrap();
+    let pooled = net.predict(&mut ws, &data, &all, pool(300), 5).unwrap();
     for (p, e) in pooled.iter().zip(&exact) {
         assert_eq!(p.len(), 5);
         assert_eq!(p[0].0, e[0].0, "{p:?} vs {e:?}");
@@ -604,8 +609,8 @@ fn lsh_mode_with_a_batch_pool_scores_the_pool_beside_the_tables_picks() {
         }
     }
     let stats = net.evaluate(&mut ws, &data, &all, pool(300)).unwrap();
-    assert_eq!(stats.precision_at_1, exact_stats.precision_at_1);
-    let pooled = net.predict(&mut ws, &data, &all, pool(64)).unwrap();
+    assert_eq!(stats.metrics.precision[0], exact_stats.metrics.precision[0]);
+    let pooled = net.predict(&mut ws, &data, &all, pool(64), 5).unwrap();
     for (&sample, (p, e)) in all.iter().zip(pooled.iter().zip(&exact)) {
         assert!(p.windows(2).all(|w| w[0].1 >= w[1].1), "{p:?}");
         assert!(p[0].1 <= e[0].1 + 1e-4, "{p:?} vs {e:?}");
@@ -621,13 +626,13 @@ fn lsh_mode_with_a_batch_pool_scores_the_pool_beside_the_tables_picks() {
     let stats = net.evaluate(&mut ws, &data, &all, pool(64)).unwrap();
     eprintln!(
         "P@1 exact {} tables {} pool of 64 {}",
-        exact_stats.precision_at_1, tables.precision_at_1, stats.precision_at_1
+        exact_stats.metrics.precision[0], tables.metrics.precision[0], stats.metrics.precision[0]
     );
     assert!(
-        stats.precision_at_1 >= tables.precision_at_1 + 0.15,
+        stats.metrics.precision[0] >= tables.metrics.precision[0] + 0.15,
         "{stats:?} vs {tables:?}"
     );
-    assert!(stats.precision_at_1 >= 0.85, "{stats:?}");
+    assert!(stats.metrics.precision[0] >= 0.85, "{stats:?}");
 }
 
 /// The table picks of a pooled LSH-mode evaluation (`EvalOptions::picks`): `Some(0)`
@@ -650,7 +655,7 @@ fn pooled_evaluation_scores_the_table_picks_the_pool_lacks() {
     assert_eq!(EvalOptions::default().picks, None);
     let mut run = |picks: Option<usize>| {
         let best: Vec<f32> = net
-            .predict(&mut ws, &data, &all, pooled(picks))
+            .predict(&mut ws, &data, &all, pooled(picks), 5)
             .unwrap()
             .iter()
             .map(|p| p[0].1)
@@ -707,7 +712,7 @@ fn evaluation_with_an_empty_active_set_predicts_nothing() {
         .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalLsh)
         .unwrap();
     assert_eq!(stats.active_outputs, 0.0);
-    assert_eq!(stats.precision_at_1, 0.0);
+    assert_eq!(stats.metrics.precision[0], 0.0);
     assert_eq!(stats.top1_share, 0.0);
     let exact = net
         .evaluate(&mut slide::Workspace::new(), &data, &all, Mode::EvalExact)
@@ -835,14 +840,14 @@ fn blocked_exact_evaluation_ranks_like_one_sample_at_a_time() {
             eprintln!("{mode:?}: {blocked:?}");
             assert_eq!(
                 [
-                    blocked.precision_at_1,
-                    blocked.precision_at_3,
-                    blocked.precision_at_5
+                    blocked.metrics.precision[0],
+                    blocked.metrics.precision[1],
+                    blocked.metrics.precision[2]
                 ],
                 expected
             );
             assert_eq!(blocked.active_outputs, 700.0);
-            assert!(blocked.precision_at_1 > 0.1, "{blocked:?}");
+            assert!(blocked.metrics.precision[0] > 0.1, "{blocked:?}");
         }
     }
 }
@@ -1060,11 +1065,11 @@ fn bf16_exact_scoring_ranks_like_f32() {
             .evaluate(&mut slide::Workspace::new(), &data, &all, bf16)
             .unwrap();
         eprintln!("f32 {f32s:?}\nbf16 {bf16s:?}");
-        assert!(f32s.precision_at_1 > 0.1, "{f32s:?}");
+        assert!(f32s.metrics.precision[0] > 0.1, "{f32s:?}");
         for (a, b) in [
-            (f32s.precision_at_1, bf16s.precision_at_1),
-            (f32s.precision_at_3, bf16s.precision_at_3),
-            (f32s.precision_at_5, bf16s.precision_at_5),
+            (f32s.metrics.precision[0], bf16s.metrics.precision[0]),
+            (f32s.metrics.precision[1], bf16s.metrics.precision[1]),
+            (f32s.metrics.precision[2], bf16s.metrics.precision[2]),
         ] {
             assert!((a - b).abs() <= 0.02, "f32 {a} vs BF16 {b}");
         }
@@ -1191,8 +1196,8 @@ fn run_fingerprint(net: &mut Network, data: &dyn Examples, steps: usize, batch: 
             .evaluate(&mut slide::Workspace::new(), data, &all, mode)
             .unwrap();
         for x in [
-            e.precision_at_1,
-            e.precision_at_5,
+            e.metrics.precision[0],
+            e.metrics.precision[2],
             e.active_outputs,
             e.top1_share,
         ] {

@@ -61,16 +61,23 @@ fn precision_at_1(net: &Network, data: &SparseExamples, mode: Mode) -> f64 {
     let all: Vec<usize> = (0..data.len()).collect();
     net.evaluate(&mut Workspace::new(), data, &all, mode)
         .unwrap()
-        .precision_at_1
+        .metrics
+        .precision[0]
 }
 
 fn predicted_ids(net: &Network, data: &SparseExamples, mode: Mode) -> Vec<Vec<u32>> {
     let all: Vec<usize> = (0..data.len()).collect();
-    net.predict(&mut Workspace::new(), data, &all, EvalOptions::from(mode))
-        .unwrap()
-        .into_iter()
-        .map(|top| top.into_iter().map(|(id, _)| id).collect())
-        .collect()
+    net.predict(
+        &mut Workspace::new(),
+        data,
+        &all,
+        EvalOptions::from(mode),
+        5,
+    )
+    .unwrap()
+    .into_iter()
+    .map(|top| top.into_iter().map(|(id, _)| id).collect())
+    .collect()
 }
 
 /// Every weight zero, every wide score 0: the re-ranking keeps the network's order, in

@@ -7,7 +7,7 @@ Train from SciPy/NumPy in a few lines::
     Xt, Yt = slide.read_xmc("test.txt")
     model = slide.Classifier(epochs=2).fit(X, Y)  # configs/xmc.toml, embedded
     labels, scores = model.predict(Xt, k=5)     # (n, 5) arrays, best first
-    print(model.score(Xt, Yt))                  # {'p@1': ..., 'p@3': ..., 'p@5': ...}
+    print(model.score(Xt, Yt))                  # {'p@1': ..., 'ndcg@5': ..., 'psp@5': ...}
     model.save("my-model")                      # a slide-train checkpoint and its config
 
 The training loop is `slide-train`'s own (the same P@1 for the same data, config and
@@ -254,11 +254,16 @@ class Classifier:
             raise ValueError("this Classifier is not trained yet: call fit first, or slide.load")
         return self._model
 
-    def predict(self, X: Any, k: int = 5, mode: str = "exact") -> tuple[np.ndarray, np.ndarray]:
-        """Each row's ``k`` (1 to 5) best labels and their scores (logits), best first:
-        ``(labels, scores)``, arrays of shape ``(n, k)`` (uint32, float32). ``mode``:
-        ``"exact"`` scores every label; ``"lsh"`` only those the hash tables pick (faster,
-        approximate); ``"dense"`` computes every neuron of every layer."""
+    def predict(
+        self, X: Any, k: int = 5, mode: Optional[str] = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's ``k`` best labels (1 to the label count: 5 for P@k, tens to hundreds
+        for a re-ranker's shortlist) and their scores (logits), best first: ``(labels,
+        scores)``, arrays of shape ``(n, k)`` (uint32, float32). ``mode``: ``"exact"`` scores
+        every label; ``"lsh"`` only those the hash tables pick (faster, approximate; a row
+        with fewer than ``k`` picks is padded with label 2**32 - 1 and score -inf);
+        ``"dense"`` computes every neuron of every layer; ``None`` (the default), the
+        config's ``eval_mode``."""
         model = self._fitted()
         x = _csr_inputs(X)
         ids, scores = model.predict(_parts(x), k, mode, self.threads)
@@ -268,14 +273,34 @@ class Classifier:
             np.frombuffer(scores, dtype=np.float32).reshape(n, k),
         )
 
-    def score(self, X: Any, Y: Any, mode: str = "exact") -> dict:
-        """P@1, P@3 and P@5 of the rows of ``X`` against their labels ``Y`` (every label
-        scored unless ``mode`` says otherwise), and the number of rows: a dict with keys
-        ``"p@1"``, ``"p@3"``, ``"p@5"``, ``"samples"``."""
+    def score(self, X: Any, Y: Any, mode: Optional[str] = None, Y_train: Any = None) -> dict:
+        """The extreme-classification metrics of the rows of ``X`` against their labels
+        ``Y``, at k = 1, 3, 5, and the number of rows: a dict with keys ``"p@1"``, ``"p@3"``,
+        ``"p@5"`` (precision), ``"ndcg@1"`` ... ``"ndcg@5"``, and the propensity-scored
+        ``"psp@1"`` ... ``"psp@5"`` and ``"psndcg@1"`` ... ``"psndcg@5"`` (Jain et al. 2016,
+        computed as the Extreme Classification Repository's tools compute them, with the
+        config's ``propensity_a`` and ``propensity_b``), and ``"samples"``. The propensities
+        come from ``Y_train``'s label counts when given, else from the labels ``fit`` saw; a
+        model from ``slide.load`` reports them only with ``Y_train``. ``mode`` as for
+        ``predict``."""
         model = self._fitted()
         x = _csr_inputs(X)
         y = _csr_labels(Y, model.labels, x.shape[0])
-        return model.score(_parts(x), (y.indptr, y.indices, y.shape[1]), mode, self.threads)
+        counts = None
+        if Y_train is not None:
+            rows = Y_train.shape[0] if sp.issparse(Y_train) else len(Y_train)
+            yt = _csr_labels(Y_train, model.labels, rows)
+            per_label = np.bincount(yt.indices, minlength=model.labels)
+            counts = ([int(c) for c in per_label], yt.shape[0])
+        return model.score(
+            _parts(x), (y.indptr, y.indices, y.shape[1]), mode, self.threads, counts
+        )
+
+    @property
+    def last_eval(self) -> Optional[dict]:
+        """The metrics of the last evaluation ``fit`` ran on its validation data (as
+        ``score`` names them), or ``None`` when it had none."""
+        return self._fitted().last_eval
 
     def save(self, path: PathLike) -> str:
         """Writes the model into the folder ``path``: ``config.toml`` and a checkpoint that

@@ -21,10 +21,15 @@ class Model:
         threads: Optional[int],
     ) -> "Model": ...
     def predict(
-        self, x: tuple[Any, Any, Any, int], k: int, mode: str, threads: Optional[int]
+        self, x: tuple[Any, Any, Any, int], k: int, mode: Optional[str], threads: Optional[int]
     ) -> tuple[bytes, bytes]: ...
     def score(
-        self, x: tuple[Any, Any, Any, int], y: tuple[Any, Any, int], mode: str, threads: Optional[int]
+        self,
+        x: tuple[Any, Any, Any, int],
+        y: tuple[Any, Any, int],
+        mode: Optional[str],
+        threads: Optional[int],
+        train_counts: Optional[tuple[list[int], int]],
     ) -> dict[str, float]: ...
     def save(self, dir: str) -> str: ...
     @staticmethod
@@ -38,4 +43,4 @@ class Model:
     @property
     def config_text(self) -> str: ...
     @property
-    def last_eval(self) -> tuple[float, float, float]: ...
+    def last_eval(self) -> Optional[dict[str, float]]: ...

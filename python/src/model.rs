@@ -9,7 +9,10 @@ use std::time::Instant;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use slide::{EvalOptions, Examples, Mode, Network, SparseExamples, Workspace};
+use slide::metrics::AT_K;
+use slide::{
+    EvalOptions, Examples, Metrics, Mode, Network, Propensities, SparseExamples, Workspace,
+};
 use slide_trainer::checkpoint::{self, Identity, Position, Require};
 use slide_trainer::config::{self, Config};
 use slide_trainer::data::Loaded;
@@ -32,8 +35,13 @@ pub struct Model {
     features: usize,
     labels: usize,
     train_samples: usize,
-    /// P@1, P@3, P@5 of the last evaluation during training.
-    last_eval: [f64; 3],
+    /// The metrics of the last evaluation during training (`None` without validation
+    /// data, or for a loaded model).
+    last_eval: Option<Metrics>,
+    /// The training labels' propensities (under the config's `propensity_a` and
+    /// `propensity_b`), which `score` weighs with unless given others; `None` for a loaded
+    /// model.
+    propensities: Option<Propensities>,
 }
 
 #[pymethods]
@@ -74,6 +82,8 @@ impl Model {
             return Err(PyValueError::new_err("X has no rows to train on"));
         }
         let train_samples = train_set.len();
+        let propensities = Propensities::from_examples(&train_set, labels, config.train.propensity)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let loaded = Loaded::sparse(train_set, test_set, features, labels);
         let talk = if verbose { Talk::All } else { Talk::Nothing };
         let pool = pool(threads)?;
@@ -97,7 +107,6 @@ impl Model {
         });
         signal_hook::low_level::unregister(on_signal);
         let trained = result.map_err(failure)?;
-        let e = trained.last_eval;
         let model = Model {
             net: trained.net,
             config,
@@ -105,7 +114,8 @@ impl Model {
             features,
             labels,
             train_samples,
-            last_eval: [e.precision_at_1, e.precision_at_3, e.precision_at_5],
+            last_eval: trained.last_eval.map(|e| e.metrics),
+            propensities: Some(propensities),
         };
         match trained.interrupted {
             // Python's own handler saw the signal too; the caller keeps the model and
@@ -122,29 +132,30 @@ impl Model {
         }
     }
 
-    /// Each row's `k` (1 to 5) best labels and their scores (logits), best first, as two
-    /// byte strings of `rows * k` uint32 and float32 values (a row with fewer scored labels
-    /// is padded with label 2^32 - 1 and score -inf); `mode` is `"exact"` (every label
-    /// scored), `"lsh"` or `"dense"`.
+    /// Each row's `k` (1 to the label count) best labels and their scores, best first, as
+    /// two byte strings of `rows * k` uint32 and float32 values (a row with fewer scored
+    /// labels is padded with label 2^32 - 1 and score -inf); `mode` is `"exact"` (every label
+    /// scored), `"lsh"` or `"dense"`, or `None` for the config's `eval_mode`.
     #[pyo3(signature = (x, k, mode, threads))]
     fn predict<'py>(
         &self,
         py: Python<'py>,
         x: Inputs<'py>,
         k: usize,
-        mode: &str,
+        mode: Option<&str>,
         threads: Option<usize>,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-        if !(1..=5).contains(&k) {
+        if !(1..=self.labels).contains(&k) {
             return Err(PyValueError::new_err(format!(
-                "k must be between 1 and 5, not {k}"
+                "k must be between 1 and the model's {} labels, not {k}",
+                self.labels
             )));
         }
         let data = self.inputs(x)?;
         let options = self.options(mode)?;
         let answers = self.on_threads(py, threads, |net| {
             let batch: Vec<usize> = (0..data.len()).collect();
-            net.predict(&mut Workspace::new(), &data, &batch, options)
+            net.predict(&mut Workspace::new(), &data, &batch, options, k)
         })?;
         let (mut ids, mut scores) = (Vec::with_capacity(answers.len() * k * 4), Vec::new());
         scores.reserve(answers.len() * k * 4);
@@ -161,30 +172,36 @@ impl Model {
         Ok((PyBytes::new(py, &ids), PyBytes::new(py, &scores)))
     }
 
-    /// P@1, P@3 and P@5 (every label scored unless `mode` says otherwise) of the rows of `x`
-    /// against the labels `y`, with the number of rows.
-    #[pyo3(signature = (x, y, mode, threads))]
+    /// The metrics of the rows of `x` against the labels `y` (see `slide::metrics`; in
+    /// `mode`, or the config's `eval_mode` for `None`), with the number of rows: P@k and
+    /// nDCG@k, and PSP@k and PSnDCG@k weighed by the propensities of `train_counts` (each
+    /// label's training samples, and their number) when given, else of the labels the model
+    /// was fitted on (a loaded model without `train_counts` has none).
+    #[pyo3(signature = (x, y, mode, threads, train_counts))]
     fn score<'py>(
         &self,
         py: Python<'py>,
         x: Inputs<'py>,
         y: Labels<'py>,
-        mode: &str,
+        mode: Option<&str>,
         threads: Option<usize>,
+        train_counts: Option<(Vec<u64>, usize)>,
     ) -> PyResult<Bound<'py, PyDict>> {
         self.check_shape(x.3, y.2)?;
         let x = Csr::inputs((x.0, x.1, x.2, self.features));
         let y = Csr::labels((y.0, y.1, self.labels));
         let data = examples(&x, Some(&y))?;
         let options = self.options(mode)?;
+        let given = train_counts
+            .map(|(counts, n)| Propensities::from_counts(&counts, n, self.config.train.propensity))
+            .transpose()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let propensities = given.as_ref().or(self.propensities.as_ref());
         let stats = self.on_threads(py, threads, |net| {
             let batch: Vec<usize> = (0..data.len()).collect();
-            net.evaluate(&mut Workspace::new(), &data, &batch, options)
+            net.evaluate_with(&mut Workspace::new(), &data, &batch, options, propensities)
         })?;
-        let scores = PyDict::new(py);
-        scores.set_item("p@1", stats.precision_at_1)?;
-        scores.set_item("p@3", stats.precision_at_3)?;
-        scores.set_item("p@5", stats.precision_at_5)?;
+        let scores = metrics_dict(py, &stats.metrics)?;
         scores.set_item("samples", stats.samples)?;
         Ok(scores)
     }
@@ -261,7 +278,8 @@ impl Model {
             features,
             labels,
             train_samples,
-            last_eval: [0.0; 3],
+            last_eval: None,
+            propensities: None,
         })
     }
 
@@ -289,11 +307,30 @@ impl Model {
         &self.text
     }
 
-    /// P@1, P@3, P@5 of the last evaluation during training (zeros without validation data).
+    /// The metrics of the last evaluation during training, as `score` names them (`None`
+    /// without validation data, or for a loaded model).
     #[getter]
-    fn last_eval(&self) -> (f64, f64, f64) {
-        (self.last_eval[0], self.last_eval[1], self.last_eval[2])
+    fn last_eval<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.last_eval.map(|m| metrics_dict(py, &m)).transpose()
     }
+}
+
+/// `metrics` as a dict: `"p@1"`, `"p@3"`, `"p@5"`, `"ndcg@1"`, ..., and with propensities
+/// `"psp@1"`, ..., `"psndcg@5"`.
+fn metrics_dict<'py>(py: Python<'py>, metrics: &Metrics) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    let named = [
+        Some(("p", metrics.precision)),
+        Some(("ndcg", metrics.ndcg)),
+        metrics.psp.map(|v| ("psp", v)),
+        metrics.psndcg.map(|v| ("psndcg", v)),
+    ];
+    for (name, values) in named.into_iter().flatten() {
+        for (k, value) in AT_K.iter().zip(values) {
+            dict.set_item(format!("{name}@{k}"), value)?;
+        }
+    }
+    Ok(dict)
 }
 
 impl Model {
@@ -335,8 +372,11 @@ impl Model {
         Identity::of(&network, self.config.train.batch_size)
     }
 
-    /// The config's evaluation options in `mode`.
-    fn options(&self, mode: &str) -> PyResult<EvalOptions> {
+    /// The config's evaluation options, in `mode` when given (else the config's own).
+    fn options(&self, mode: Option<&str>) -> PyResult<EvalOptions> {
+        let Some(mode) = mode else {
+            return Ok(self.config.train.eval);
+        };
         let mode: Mode = mode
             .parse()
             .map_err(|e: slide::SlideError| PyValueError::new_err(e.to_string()))?;

@@ -86,6 +86,113 @@ def test_fit_predict_score(data, trained):
     assert trained.score(xt, yt, mode="lsh")["p@1"] > 0.5
 
 
+def label_matrix(rows, labels):
+    """Label lists as a CSR matrix of ones."""
+    indptr = np.cumsum([0] + [len(r) for r in rows])
+    ids = np.concatenate([np.asarray(r, dtype=np.int64) for r in rows])
+    return sp.csr_matrix((np.ones(len(ids)), ids, indptr), shape=(len(rows), labels))
+
+
+def repository_metrics(top, truth, train, a=0.55, b=1.5, k=5):
+    """P@k, nDCG@k, PSP@k and PSnDCG@k for k = 1..5 as the Extreme Classification
+    Repository's tools (pyxclib's xc_metrics) compute them, with NumPy and SciPy over
+    matrices: `top` the ranked label ids (n, k), `truth` and `train` CSR label matrices."""
+    n_train, labels = train.shape
+    freqs = np.ravel(train.sum(axis=0))
+    c = (np.log(n_train) - 1) * (b + 1) ** a
+    inv_psp = 1.0 + c * (freqs + b) ** -a
+    truth = truth.tocsr()
+    rows = np.repeat(np.arange(truth.shape[0]), k)
+    flags = np.asarray(truth[rows, top.ravel()]).reshape(-1, k)
+    weighted = flags * inv_psp[top]
+    # The best possible top k: each row's labels by inverse propensity, padded with zeros.
+    best = np.zeros_like(weighted)
+    for i in range(truth.shape[0]):
+        w = np.sort(inv_psp[truth.indices[truth.indptr[i]:truth.indptr[i + 1]]])[::-1][:k]
+        best[i, : len(w)] = w
+    ranks = np.arange(1, k + 1)
+    discount = 1 / np.log2(ranks + 1)
+    positives = np.diff(truth.indptr)
+    # The best DCG at each depth j: that of min(|y|, j) labels.
+    depth = np.minimum(np.maximum(positives, 1)[:, None], ranks[None, :])
+    ideal = np.cumsum(discount)[depth - 1]
+    valid = (positives > 0)[:, None]
+    precision = np.mean(np.cumsum(flags, axis=1) / ranks, axis=0)
+    ndcg = np.mean(np.where(valid, np.cumsum(flags * discount, axis=1) / ideal, 0), axis=0)
+    psp = np.mean(np.cumsum(weighted, axis=1), axis=0) / np.mean(np.cumsum(best, axis=1), axis=0)
+    psdcg = np.where(valid, np.cumsum(weighted * discount, axis=1) / ideal, 0)
+    psbest = np.where(valid, np.cumsum(best * discount, axis=1) / ideal, 0)
+    psndcg = np.mean(psdcg, axis=0) / np.mean(psbest, axis=0)
+    return {"p": precision, "ndcg": ndcg, "psp": psp, "psndcg": psndcg}
+
+
+def test_score_matches_the_repositorys_formulas(data, trained):
+    """`score` equals the repository's metrics computed with NumPy from `predict`'s top 5
+    and the training labels' propensities, to 1e-6; `last_eval` holds the validation
+    data's."""
+    x, y, xt, yt = data
+    # The periodic evaluation sums the samples in another order: equal to rounding.
+    scored = trained.score(xt, yt)
+    assert trained.last_eval == {k: pytest.approx(v, abs=1e-12) for k, v in scored.items()
+                                 if k != "samples"}
+    # The model ranks these labels almost perfectly: each row gets one more label, drawn
+    # at random, so that every metric is well away from 1.
+    rng = np.random.default_rng(11)
+    truth = [sorted(set(row) | {int(rng.integers(40))}) for row in yt]
+    labels, _ = trained.predict(xt, k=5)
+    want = repository_metrics(labels.astype(np.int64), label_matrix(truth, 40), label_matrix(y, 40))
+    got = trained.score(xt, truth)
+    for name, values in want.items():
+        for k in (1, 3, 5):
+            assert got[f"{name}@{k}"] == pytest.approx(values[k - 1], abs=1e-6), (name, k)
+    assert all(0.3 < got[f"{name}@5"] < 0.95 for name in want), got
+
+
+def test_predict_answers_100_labels_and_follows_the_configs_eval_mode():
+    """`predict(X, k=100)` answers 100 distinct labels a row, whose first 5 are `k=5`'s; k
+    outside 1..labels raises. The config's `eval_mode` is what `predict` and `score` use
+    unless `mode` is given."""
+    x, y = dataset(n=700, labels=120, seed=3)
+    model = slide.Classifier(epochs=2, seed=5, threads=1, verbose=False, set=SMALL)
+    model.fit(x[:600], y[:600])
+    assert model.last_eval is None
+    xt = x[600:]
+    five, _ = model.predict(xt, k=5)
+    hundred, scores = model.predict(xt, k=100)
+    assert hundred.shape == (100, 100) and scores.shape == (100, 100)
+    assert np.array_equal(hundred[:, :5], five)
+    assert all(len(set(row.tolist())) == 100 for row in hundred)
+    # xmc.toml's wide head re-ranks each row's first 16 and up to 16 rare-feature labels
+    # (their scores: logit + 3 x wide score); the network's next best follow by logit.
+    assert np.all(np.diff(scores[:, :5], axis=1) <= 0)
+    assert np.all(np.diff(scores[:, 32:], axis=1) <= 0)
+    for k in (0, 121):
+        with pytest.raises(ValueError, match="k must be"):
+            model.predict(xt, k=k)
+    # LSH mode with a pool of 8 labels and one table pick per row scores a few labels only
+    # (the rest of a top 100 is padding); exact scores all 120.
+    lsh = slide.Classifier(epochs=2, seed=5, threads=1, verbose=False, eval_mode="lsh",
+                           eval_pool=8, eval_picks=1, set=SMALL)
+    lsh.fit(x[:600], y[:600])
+    by_config = lsh.predict(xt, k=100)[0]
+    assert np.array_equal(by_config, lsh.predict(xt, k=100, mode="lsh")[0])
+    assert np.sum(by_config == 2**32 - 1) > 1000
+    assert np.sum(lsh.predict(xt, k=100, mode="exact")[0] == 2**32 - 1) == 0
+    assert lsh.score(xt, y[600:]) == lsh.score(xt, y[600:], mode="lsh")
+    assert lsh.score(xt, y[600:]) != lsh.score(xt, y[600:], mode="exact")
+
+
+def test_fit_without_validation_reports_no_test_figures(capfd):
+    """Without validation data there is nothing to evaluate on: no `P@1 0.0000` lines (a
+    model that seems to score nothing), and no last evaluation."""
+    x, y = dataset(n=300, labels=20, seed=4)
+    model = slide.Classifier(epochs=2, seed=5, threads=1, verbose=True, set=SMALL)
+    model.fit(x, y)
+    printed = capfd.readouterr()
+    assert "P@1" not in printed.out + printed.err, printed.out
+    assert model.last_eval is None
+
+
 def test_save_and_load_round_trip(tmp_path, data, trained):
     x, y, xt, yt = data
     path = trained.save(tmp_path / "model")
@@ -95,8 +202,11 @@ def test_save_and_load_round_trip(tmp_path, data, trained):
     a, sa = trained.predict(xt)
     b, sb = back.predict(xt)
     assert np.array_equal(a, b) and np.array_equal(sa, sb)
-    # The checkpoint file itself loads too.
-    assert slide.load(path).score(xt, yt) == trained.score(xt, yt)
+    # The checkpoint file itself loads too; a loaded model weighs PSP@k by the training
+    # labels it is given (it has not seen them).
+    loaded = slide.load(path)
+    assert "psp@5" not in loaded.score(xt, yt)
+    assert loaded.score(xt, yt, Y_train=y) == trained.score(xt, yt)
 
 
 def test_read_and_write_xmc(tmp_path, data):
@@ -194,8 +304,8 @@ def test_bad_labels_keys_and_configs_raise(tmp_path, data, trained):
         trained.predict(sp.csr_matrix((3, 7), dtype=np.float32))
     with pytest.raises(ValueError, match="not trained yet"):
         slide.Classifier().predict(xt)
-    with pytest.raises(ValueError, match="k must be between 1 and 5"):
-        trained.predict(xt, k=6)
+    with pytest.raises(ValueError, match="k must be between 1 and the model's 40 labels"):
+        trained.predict(xt, k=41)
     # A failed save leaves nothing under the final names.
     blocker = tmp_path / "blocked"
     blocker.write_text("a file where the folder would go")

@@ -1,10 +1,12 @@
-//! Evaluation: precision at 1, 3 and 5 with every output scored (blocked, so the output
-//! weights are read once per block of samples) or over the LSH-selected set, the collapse
-//! detector, a sample's outputs, and the tables' retrieval recall. One top-k with one tie
-//! rule (`Top5`) ranks outputs everywhere.
+//! Evaluation and prediction: the extreme-classification metrics ([`crate::metrics`]) and
+//! any number of best outputs, with every output scored (blocked, so the output weights are
+//! read once per block of samples) or over the LSH-selected set; the collapse detector, a
+//! sample's outputs, and the tables' retrieval recall. One top-k with one tie rule
+//! ([`TopN`]) ranks outputs everywhere.
 
 use rayon::prelude::*;
 
+mod exact;
 mod options;
 mod pool;
 pub use options::{EvalOptions, EvalPrecision};
@@ -12,13 +14,12 @@ pub use pool::POOL_GROUP;
 
 use crate::data::Examples;
 use crate::error::Result;
-use crate::kernels::kernels;
-use crate::layer::{Mode, WeightLayout};
+use crate::layer::{Activation, Mode, WeightLayout};
+use crate::metrics::{MAX_K, Propensities, RankingMetrics};
 use crate::network::Network;
 use crate::stats::{EvalStats, Recall};
-use crate::step::Reach;
-use crate::top5::{Top, Top5};
-use crate::wide::MAX_SHORTLIST;
+use crate::step::{Reach, logit_of};
+use crate::top::TopN;
 use crate::workspace::{Workspace, layer_input};
 
 /// Samples an evaluation pass holds at once: the output weights are read once per block, so
@@ -42,12 +43,13 @@ pub(crate) fn mode_share(ids: &mut [u32], samples: usize) -> (u32, f64) {
 impl Network {
     /// Evaluates the samples `batch` of `data` as `options` say (a [`Mode`] alone is that
     /// mode with the other options' defaults; [`Mode::Train`] is read as
-    /// [`Mode::EvalLsh`]): P@1, P@3, P@5 and the collapse detector.
+    /// [`Mode::EvalLsh`]): P@k and nDCG@k for k = 1, 3, 5 ([`crate::metrics`]) and the
+    /// collapse detector. [`Self::evaluate_with`] adds the propensity-scored metrics.
     ///
     /// Samples go through in blocks of [`EVAL_BLOCK`], so memory does not grow with
     /// `batch`. When every output is scored ([`Mode::EvalExact`], [`Mode::EvalDense`]) and
     /// the output layer is neuron-major, each block reads the output weights once for all
-    /// its samples and keeps only each sample's 5 best scores: at 670K outputs that is one
+    /// its samples and keeps only each sample's best scores: at 670K outputs that is one
     /// pass over 340 MB per block instead of one per sample, and no per-sample score vector;
     /// the scores are one matrix product per block of 256 output rows.
     /// The ranking is by logit (ties: lower neuron id first), which the softmax preserves.
@@ -58,6 +60,19 @@ impl Network {
         batch: &[usize],
         options: impl Into<EvalOptions>,
     ) -> Result<EvalStats> {
+        self.evaluate_with(ws, data, batch, options, None)
+    }
+
+    /// [`Self::evaluate`], with PSP@k and PSnDCG@k too when `propensities` are given (the
+    /// training set's, see [`Propensities::from_examples`]).
+    pub fn evaluate_with(
+        &self,
+        ws: &mut Workspace,
+        data: &dyn Examples,
+        batch: &[usize],
+        options: impl Into<EvalOptions>,
+        propensities: Option<&Propensities>,
+    ) -> Result<EvalStats> {
         let options = options.into();
         options.validate()?;
         if batch.is_empty() {
@@ -65,18 +80,20 @@ impl Network {
         }
         let scores_all = self.scores_all(&options);
         let output = &self.layers()[self.layers().len() - 1];
-        let mut hits = [0u64; 3];
+        let mut metrics = RankingMetrics::new(propensities);
         let mut active = 0usize;
         let mut top1s = Vec::with_capacity(batch.len());
+        let mut ids = Vec::with_capacity(MAX_K);
         for (b, block) in batch.chunks(EVAL_BLOCK).enumerate() {
-            let tops = self.block_tops(ws, data, block, &options, b * EVAL_BLOCK, scores_all)?;
+            let first = b * EVAL_BLOCK;
+            let tops = self.block_tops(ws, data, block, &options, (first, MAX_K), scores_all)?;
             for (top, &sample) in tops.iter().zip(block) {
-                if top.first() != u32::MAX {
-                    top1s.push(top.first());
+                ids.clear();
+                ids.extend(top.iter().map(|&(_, id)| id));
+                if let Some(&best) = ids.first() {
+                    top1s.push(best);
                 }
-                for (h, f) in hits.iter_mut().zip(top.hits(data.labels(sample))) {
-                    *h += u64::from(f);
-                }
+                metrics.add(&ids, data.labels(sample));
             }
             // A pooled evaluation's traces hold the table picks the pool did not score.
             let pool = if self.pooled(&options) {
@@ -102,9 +119,7 @@ impl Network {
         let (_, label_share) = mode_share(&mut labels, batch.len());
         Ok(EvalStats {
             samples: batch.len(),
-            precision_at_1: hits[0] as f64 / n,
-            precision_at_3: hits[1] as f64 / (3.0 * n),
-            precision_at_5: hits[2] as f64 / (5.0 * n),
+            metrics: metrics.finish(),
             active_outputs: active as f64 / n,
             top1_output,
             top1_share,
@@ -112,25 +127,38 @@ impl Network {
         })
     }
 
-    /// Each sample's highest-scoring outputs, at most 5, as `(output, logit)` pairs, best
-    /// first (ties: the lower output id): what a deployed model answers. `options` as for
-    /// [`Self::evaluate`]: [`Mode::EvalExact`] scores every output, [`Mode::EvalLsh`] ranks
-    /// the outputs the tables pick ([`Mode::Train`] is taken as `EvalLsh`). The samples'
-    /// labels are not read.
+    /// Each sample's `k` highest-scoring outputs (at most the layer's width) as `(output,
+    /// score)` pairs, best first (ties: the lower output id): what a deployed model answers,
+    /// or a shortlist for a re-ranker. The score is the logit (with a wide head, the
+    /// re-ranked score of its candidates; see below). `options` as for [`Self::evaluate`]:
+    /// [`Mode::EvalExact`] scores every output, [`Mode::EvalLsh`] ranks the outputs the
+    /// tables pick ([`Mode::Train`] is taken as `EvalLsh`; without a wide head and with one
+    /// rank, LSH mode scores a softmax layer's outputs by their probability over the active
+    /// set, which ranks as the logit does). The samples' labels are not read.
+    ///
+    /// Any `k` gives the same first outputs: with a wide head, its re-ranked candidates
+    /// (the network's best [`shortlist`](crate::WideConfig::shortlist) and the rare
+    /// features' labels) come first, then the network's next best in its own order, each
+    /// with its logit.
     pub fn predict(
         &self,
         ws: &mut Workspace,
         data: &dyn Examples,
         batch: &[usize],
         options: impl Into<EvalOptions>,
+        k: usize,
     ) -> Result<Vec<Vec<(u32, f32)>>> {
         let options = options.into();
         options.validate()?;
         let scores_all = self.scores_all(&options);
         let mut predictions = Vec::with_capacity(batch.len());
         for (b, block) in batch.chunks(EVAL_BLOCK).enumerate() {
-            let tops = self.block_tops(ws, data, block, &options, b * EVAL_BLOCK, scores_all)?;
-            predictions.extend(tops.iter().map(|top| top.ranked().collect()));
+            let first = b * EVAL_BLOCK;
+            let tops = self.block_tops(ws, data, block, &options, (first, k), scores_all)?;
+            predictions.extend(
+                tops.into_iter()
+                    .map(|top| top.into_iter().map(|(z, id)| (id, z)).collect()),
+            );
         }
         Ok(predictions)
     }
@@ -153,17 +181,19 @@ impl Network {
             && output.layout() == WeightLayout::NeuronMajor
     }
 
-    /// The 5 best outputs of each sample of `block` (re-ranked by the wide head, if any): every output scored
-    /// ([`Self::best_outputs`]) when `scores_all`, else those of the sampled output layer.
+    /// The `k` best outputs of each sample of `block` (re-ranked by the wide head, if any),
+    /// as `(score, output)` pairs, best first: every output scored ([`Self::best_outputs`])
+    /// when `scores_all`, else those of the sampled output layer. Samples draw their random
+    /// numbers from the streams of their positions, `first` on.
     fn block_tops(
         &self,
         ws: &mut Workspace,
         data: &dyn Examples,
         block: &[usize],
         options: &EvalOptions,
-        first: usize,
+        (first, k): (usize, usize),
         scores_all: bool,
-    ) -> Result<Vec<Top5>> {
+    ) -> Result<Vec<Vec<(f32, u32)>>> {
         let pooled = self.pooled(options);
         // Both score the output layer for the block at once, after the hidden layers.
         let reach = if scores_all || pooled {
@@ -172,70 +202,115 @@ impl Network {
             Reach::Output
         };
         self.run_batch(ws, data, block, options.pass(), first, reach)?;
-        // A wide head re-ranks each sample's shortlist (the LSH pass did so per sample).
-        let tops = match (&self.wide, scores_all, pooled) {
-            (None, true, _) => self.best_outputs::<5>(ws, data, block, options.precision),
-            (None, false, true) => self.pooled_tops::<5>(ws, data, block, first, options)?,
-            (Some(_), true, _) => {
-                let best = self.best_outputs::<MAX_SHORTLIST>(ws, data, block, options.precision);
-                self.rerank(ws, data, block, &best)
-            }
-            (Some(_), false, true) => {
-                let best = self.pooled_tops::<MAX_SHORTLIST>(ws, data, block, first, options)?;
-                self.rerank(ws, data, block, &best)
-            }
-            (_, false, false) => ws.batch().iter().map(|state| state.top).collect(),
+        // A wide head re-ranks each sample's shortlist of the network's best.
+        let want = match &self.wide {
+            Some(wide) => k.max(wide.config().shortlist),
+            None => k,
         };
-        self.merge_ranks(ws, tops)
+        let best = if scores_all {
+            self.best_outputs(ws, data, block, options.precision, want)
+        } else if pooled {
+            self.pooled_tops(ws, data, block, first, options, want)?
+        } else {
+            self.active_tops(ws, want)
+        };
+        let tops = self.rerank(ws, data, block, best, k);
+        self.merge_ranks(ws, tops, k)
     }
 
-    /// Each sample's 5 best after the wide head re-ranked the first
-    /// [`shortlist`](crate::WideConfig::shortlist) of its candidates (`best`, by logit).
-    fn rerank<const K: usize>(
-        &self,
-        ws: &Workspace,
-        data: &dyn Examples,
-        block: &[usize],
-        best: &[Top<K>],
-    ) -> Vec<Top5> {
-        let Some(wide) = &self.wide else {
-            return best.iter().map(|b| Top5::from_ranked(b.pairs())).collect();
-        };
-        best.par_iter()
-            .zip(ws.batch())
-            .zip(block)
-            .map(|((best, state), &sample)| {
-                let input = state.input.get(data, sample);
-                let mut candidates = wide.candidates(input, best.pairs());
-                wide.rerank(input, &mut candidates);
-                Top5::from_ranked(&candidates)
+    /// The `k` best of each sample's active outputs after an LSH-mode pass: by logit with a
+    /// wide head (whose scores add to logits) or across ranks, by probability otherwise.
+    fn active_tops(&self, ws: &Workspace, k: usize) -> Vec<TopN> {
+        let layer = &self.layers()[self.layers().len() - 1];
+        let activation = layer.activation();
+        // Sigmoid outputs compare across ranks as they are; a rank's softmax, by logit.
+        let by_logit = self.comm.size() > 1 && activation == Activation::Softmax;
+        let head = self.wide.is_some();
+        ws.batch()
+            .par_iter()
+            .map(|state| {
+                let output = &state.traces[self.layers().len() - 1];
+                let (max, sum) = output.softmax;
+                let mut top = TopN::new(k);
+                for (p, &z) in output.outputs().iter().enumerate() {
+                    let score = if head {
+                        logit_of(activation, z)
+                    } else if by_logit {
+                        max + (z * sum).ln()
+                    } else {
+                        z
+                    };
+                    top.offer(score, output.id(p));
+                }
+                top
             })
             .collect()
     }
 
-    /// Each sample's best outputs over every rank, from each rank's best of its slice (as
-    /// ids of the slice, ranked by logit): this rank's, unchanged, with one rank.
-    fn merge_ranks(&self, ws: &mut Workspace, tops: Vec<Top5>) -> Result<Vec<Top5>> {
+    /// Each sample's `k` best, as `(score, output)` pairs best first, from the network's
+    /// `best`: with a wide head, its candidates re-ranked (see [`Self::predict`]), then the
+    /// network's next best.
+    fn rerank(
+        &self,
+        ws: &Workspace,
+        data: &dyn Examples,
+        block: &[usize],
+        best: Vec<TopN>,
+        k: usize,
+    ) -> Vec<Vec<(f32, u32)>> {
+        let Some(wide) = &self.wide else {
+            return best.into_iter().map(TopN::into_ranked).collect();
+        };
+        best.into_par_iter()
+            .zip(ws.batch())
+            .zip(block)
+            .map(|((best, state), &sample)| {
+                let best = best.into_ranked();
+                let input = state.input.get(data, sample);
+                let mut ranked = wide.candidates(input, &best);
+                wide.rerank(input, &mut ranked);
+                let taken = ranked.len();
+                for &pair in &best {
+                    if ranked.len() >= k {
+                        break;
+                    }
+                    if !ranked[..taken].iter().any(|&(_, id)| id == pair.1) {
+                        ranked.push(pair);
+                    }
+                }
+                ranked.truncate(k);
+                ranked
+            })
+            .collect()
+    }
+
+    /// Each sample's `k` best outputs over every rank, from each rank's `k` best of its
+    /// slice (as ids of the slice, ranked by score): this rank's, unchanged, with one rank.
+    fn merge_ranks(
+        &self,
+        ws: &mut Workspace,
+        tops: Vec<Vec<(f32, u32)>>,
+        k: usize,
+    ) -> Result<Vec<Vec<(f32, u32)>>> {
         if self.comm.size() == 1 {
             return Ok(tops);
         }
-        // Five (logit, id) pairs per sample, an id sent as the bits of an f32.
+        // `k` (score, id) pairs per sample, an id sent as the bits of an f32.
         let first = self.output_range.start as u32;
         ws.exchange.clear();
         for top in &tops {
-            let mut ranked = top.ranked();
-            for _ in 0..5 {
-                let (id, z) = ranked
-                    .next()
-                    .map_or((u32::MAX, f32::NEG_INFINITY), |(id, z)| (first + id, z));
+            for j in 0..k {
+                let (z, id) = top
+                    .get(j)
+                    .map_or((f32::NEG_INFINITY, u32::MAX), |&(z, id)| (z, first + id));
                 ws.exchange.extend([z, f32::from_bits(id)]);
             }
         }
         self.comm.all_gather(&ws.exchange, &mut ws.received)?;
-        let per_rank = tops.len() * 10;
-        let mut merged = vec![Top5::EMPTY; tops.len()];
-        for rank in ws.received.chunks_exact(per_rank) {
-            for (top, pairs) in merged.iter_mut().zip(rank.chunks_exact(10)) {
+        let per_rank = tops.len() * 2 * k;
+        let mut merged = vec![TopN::new(k); tops.len()];
+        for rank in ws.received.chunks_exact(per_rank.max(1)) {
+            for (top, pairs) in merged.iter_mut().zip(rank.chunks_exact(2 * k)) {
                 for pair in pairs.chunks_exact(2) {
                     let id = pair[1].to_bits();
                     if id != u32::MAX {
@@ -244,102 +319,7 @@ impl Network {
                 }
             }
         }
-        Ok(merged)
-    }
-
-    /// The `K` highest output logits of each sample of `block` (whose hidden layers
-    /// [`Self::run_batch`] has run into `ws`), every output neuron scored: the block's
-    /// inputs as a dense matrix times each block of output rows, as one matrix product per
-    /// block of rows (each row read once for all samples while it sits in cache), in
-    /// parallel over blocks of rows; a row's score joins a sample's top `K` only when it beats
-    /// the sample's `K`th best, checked with one comparison.
-    fn best_outputs<const K: usize>(
-        &self,
-        ws: &Workspace,
-        data: &dyn Examples,
-        block: &[usize],
-        precision: EvalPrecision,
-    ) -> Vec<Top<K>> {
-        const ROWS: usize = 256;
-        let last = self.layers().len() - 1;
-        let layer = &self.layers()[last];
-        let (n, dim, out_dim) = (block.len(), layer.in_dim(), layer.out_dim());
-        let mut x = vec![0.0f32; n * dim];
-        for ((row, state), &sample) in x.chunks_exact_mut(dim).zip(ws.batch()).zip(block) {
-            layer_input(&state.traces, last, state.input.get(data, sample))
-                .for_each_nonzero(|i, v| row[i] = v);
-        }
-        let f32_rows = layer.f32_rows();
-        let bf16 = precision == EvalPrecision::Bf16;
-        let (mut x_bf16, pairs) = (Vec::new(), dim.div_ceil(2));
-        if bf16 {
-            crate::kernels::pack_inputs_bf16(&x, n, dim, &mut x_bf16);
-        }
-        (0..out_dim.div_ceil(ROWS))
-            .into_par_iter()
-            .fold(
-                || {
-                    let wide = vec![0.0f32; if f32_rows.is_some() { 0 } else { ROWS * dim }];
-                    (
-                        vec![Top::<K>::EMPTY; n],
-                        vec![0.0f32; n * ROWS],
-                        Vec::new(),
-                        wide,
-                    )
-                },
-                |(mut best, mut scores, mut packed, mut wide), chunk| {
-                    let first = chunk * ROWS;
-                    let rows = ROWS.min(out_dim - first);
-                    // BF16 weights are widened a block of rows at a time (exactly).
-                    let (w, stride) = match f32_rows {
-                        Some((weights, stride)) => (&weights[first * stride..], stride),
-                        None => {
-                            layer.widen_rows(first.., &mut wide[..rows * dim]);
-                            (&wide[..], dim)
-                        }
-                    };
-                    if bf16 {
-                        crate::kernels::pack_rows_bf16(w, rows, stride, dim, &mut packed);
-                        crate::kernels::scores_bf16(&x_bf16, n, pairs, &packed, rows, &mut scores);
-                    } else {
-                        (kernels().scores)(&x, n, dim, w, rows, stride, &mut scores);
-                    }
-                    let bias = &layer.biases()[first..first + rows];
-                    for (best, z) in best.iter_mut().zip(scores.chunks_exact_mut(rows)) {
-                        // Runs of 16: the biases added and each score compared with the
-                        // 5th best without branching (an OR of comparisons vectorises; a
-                        // running maximum would not), then a run is looked into only if a
-                        // score would enter the top `K` (rare once it has filled).
-                        for (run, (z, b)) in z.chunks_mut(16).zip(bias.chunks(16)).enumerate() {
-                            let fifth = best.last();
-                            let mut enters = false;
-                            for (z, &b) in z.iter_mut().zip(b) {
-                                *z += b;
-                                enters |= *z >= fifth;
-                            }
-                            if !enters {
-                                continue;
-                            }
-                            for (j, &z) in z.iter().enumerate() {
-                                if z >= best.last() {
-                                    best.offer(z, (first + run * 16 + j) as u32);
-                                }
-                            }
-                        }
-                    }
-                    (best, scores, packed, wide)
-                },
-            )
-            .map(|(best, _, _, _)| best)
-            .reduce(
-                || vec![Top::<K>::EMPTY; n],
-                |mut a, b| {
-                    for (a, b) in a.iter_mut().zip(&b) {
-                        a.merge(b);
-                    }
-                    a
-                },
-            )
+        Ok(merged.into_iter().map(TopN::into_ranked).collect())
     }
 
     /// The output layer's active neurons and their probabilities for sample `sample` of

@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::kernels::kernels;
 use crate::layer::SparseLayer;
 use crate::network::Network;
-use crate::top5::Top;
+use crate::top::TopN;
 use crate::workspace::{Workspace, layer_input};
 use slide_lsh::Vector;
 
@@ -35,21 +35,22 @@ pub const POOL_GROUP: usize = super::EVAL_BLOCK;
 const ROWS: usize = 256;
 
 impl Network {
-    /// The 5 best outputs of each sample of `block` (at most [`POOL_GROUP`]), whose hidden
+    /// The `k` best outputs of each sample of `block` (at most [`POOL_GROUP`]), whose hidden
     /// layers [`Self::run_batch`] has run into `ws`: the best of the block's pool of
     /// `options.pool` outputs (see the module's doc) and of the outputs its tables pick, by logit. The
     /// samples' tables are queried without the shared negatives (the pool holds the
     /// outputs that score high for every input), and their picks in the pool are not scored
     /// twice; `options.picks` says how many picks each scores. Samples draw their random numbers from the streams of their positions,
     /// `first` on.
-    pub(super) fn pooled_tops<const K: usize>(
+    pub(super) fn pooled_tops(
         &self,
         ws: &mut Workspace,
         data: &dyn Examples,
         block: &[usize],
         first: usize,
         options: &super::EvalOptions,
-    ) -> Result<Vec<Top<K>>> {
+        k: usize,
+    ) -> Result<Vec<TopN>> {
         debug_assert!(block.len() <= POOL_GROUP);
         let last = self.layers().len() - 1;
         let layer = &self.layers()[last];
@@ -66,7 +67,7 @@ impl Network {
         let scale = 1.0 / block.len().max(1) as f32;
         mean.iter_mut().for_each(|m| *m *= scale);
         let ids = best_for_mean(layer, &mean, options.pool);
-        let mut best = score_rows(layer, &x, block.len(), &ids);
+        let mut best = score_rows(layer, &x, block.len(), &ids, k);
         self.offer_table_picks(ws, data, block, (first, options.picks), &ids, &mut best)?;
         Ok(best)
     }
@@ -101,20 +102,15 @@ fn best_for_mean(layer: &SparseLayer, mean: &[f32], pool: usize) -> Vec<u32> {
     order
 }
 
-/// The `K` best of the rows `ids` of `layer` for each of the `n` samples of `x` (row-major,
+/// The `k` best of the rows `ids` of `layer` for each of the `n` samples of `x` (row-major,
 /// `layer.in_dim()` values each), by logit.
-fn score_rows<const K: usize>(
-    layer: &SparseLayer,
-    x: &[f32],
-    n: usize,
-    ids: &[u32],
-) -> Vec<Top<K>> {
+fn score_rows(layer: &SparseLayer, x: &[f32], n: usize, ids: &[u32], k: usize) -> Vec<TopN> {
     let dim = layer.in_dim();
     ids.par_chunks(ROWS)
         .fold(
             || {
                 (
-                    vec![Top::<K>::EMPTY; n],
+                    vec![TopN::new(k); n],
                     vec![0.0f32; ROWS * dim],
                     vec![0.0f32; n * ROWS],
                 )
@@ -138,7 +134,7 @@ fn score_rows<const K: usize>(
         )
         .map(|(best, _, _)| best)
         .reduce(
-            || vec![Top::<K>::EMPTY; n],
+            || vec![TopN::new(k); n],
             |mut a, b| {
                 for (a, b) in a.iter_mut().zip(&b) {
                     a.merge(b);

@@ -352,6 +352,17 @@ impl Mode {
     ];
 }
 
+impl std::fmt::Display for Mode {
+    /// The mode's name (see [`Mode::EVAL_NAMES`]; `train` for [`Mode::Train`]).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = Mode::EVAL_NAMES
+            .iter()
+            .find(|(_, mode)| mode == self)
+            .map_or("train", |&(name, _)| name);
+        f.write_str(name)
+    }
+}
+
 impl std::str::FromStr for Mode {
     type Err = crate::SlideError;
 

@@ -11,7 +11,7 @@ use crate::error::{Result, SlideError};
 use crate::kernels::kernels;
 use crate::layer::{Mode, sample_rng};
 use crate::network::Network;
-use crate::top5::Top;
+use crate::top::TopN;
 use crate::workspace::{Workspace, layer_input, worker_scratch};
 
 use super::pass::{Pass, Reach, diverged};
@@ -32,14 +32,14 @@ impl Network {
     /// pool's outputs (scored already), offered to the sample's `best` by logit; `picks`
     /// (`None`: the layer's own sampling) of each sample's table picks, those found in the
     /// most buckets. Samples draw from streams of their positions, `first_position` on.
-    pub(crate) fn offer_table_picks<const K: usize>(
+    pub(crate) fn offer_table_picks(
         &self,
         ws: &mut Workspace,
         data: &dyn Examples,
         batch: &[usize],
         (first_position, picks): (usize, Option<usize>),
         pool: &[u32],
-        best: &mut [Top<K>],
+        best: &mut [TopN],
     ) -> Result<()> {
         let last = self.layers().len() - 1;
         let layer = &self.layers()[last];

@@ -11,4 +11,4 @@ mod batch;
 mod pass;
 mod train;
 
-pub(crate) use pass::Reach;
+pub(crate) use pass::{Reach, logit_of};

@@ -13,8 +13,8 @@ use crate::layer::Activation;
 use crate::layer::{Mode, SelectScratch, SparseLayer, sample_rng};
 use crate::loss::output_loss;
 use crate::stats::PhaseTimes;
-use crate::top5::{Top, Top5};
-use crate::wide::{MAX_SHORTLIST, WideHead};
+use crate::top::TopN;
+use crate::wide::WideHead;
 use crate::workspace::{SampleState, layer_input};
 
 /// How far a batch's passes go.
@@ -61,9 +61,8 @@ impl Pass<'_> {
         self.mode == Mode::Train && self.reach == Reach::Backward && !self.sharded
     }
 
-    /// The forward pass of one sample; evaluation then ranks its active outputs (as ids of
-    /// this rank's slice; by probability, or with several ranks by logit, which compares
-    /// across them).
+    /// The forward pass of one sample; in training without [`split`](Self::split), its
+    /// shortlist too (evaluation ranks the active outputs of a block's samples at once).
     pub(super) fn run_forward(
         &self,
         sample: usize,
@@ -72,33 +71,9 @@ impl Pass<'_> {
         state: &mut SampleState,
     ) -> Result<()> {
         self.forward(sample, seed, scratch, state)?;
-        if self.reach == Reach::Hidden || self.split() {
-            return Ok(());
-        }
-        if self.mode == Mode::Train {
+        if self.mode == Mode::Train && self.reach != Reach::Hidden && !self.split() {
             self.fill_shortlist(sample, state);
-            return Ok(());
         }
-        let output = &state.traces[self.layers.len() - 1];
-        if let Some(wide) = self.wide {
-            let activation = self.layers[self.layers.len() - 1].activation();
-            let best = self.best_active::<MAX_SHORTLIST>(output, |p| logit_of(activation, p));
-            let input = state.input.get(self.data, sample);
-            let mut candidates = wide.candidates(input, best.pairs());
-            wide.rerank(input, &mut candidates);
-            state.top = Top5::from_ranked(&candidates);
-            return Ok(());
-        }
-        let (max, sum) = output.softmax;
-        // Sigmoid outputs compare across ranks as they are; a rank's softmax, by logit.
-        let by_logit =
-            self.sharded && self.layers[self.layers.len() - 1].activation() == Activation::Softmax;
-        let mut top = Top5::EMPTY;
-        for (p, &z) in output.outputs().iter().enumerate() {
-            let score = if by_logit { max + (z * sum).ln() } else { z };
-            top.offer(score, output.id(p));
-        }
-        state.top = top;
         Ok(())
     }
 
@@ -166,11 +141,12 @@ impl Pass<'_> {
             return;
         };
         let output = &state.traces[self.layers.len() - 1];
-        let best = self.best_active::<MAX_SHORTLIST>(output, |p| p);
-        let pairs = best.pairs();
-        let take = wide.config().shortlist.min(pairs.len());
+        let mut best = TopN::new(wide.config().shortlist);
+        for (p, &value) in output.outputs().iter().enumerate() {
+            best.offer(value, output.id(p));
+        }
         let shortlist = &mut state.shortlist;
-        shortlist.extend(pairs[..take].iter().map(|&(_, id)| id));
+        shortlist.extend(best.into_ranked().into_iter().map(|(_, id)| id));
         let labels = self.data.labels(sample);
         for &label in labels {
             if !shortlist.contains(&label) {
@@ -179,19 +155,6 @@ impl Pass<'_> {
         }
         let input = state.input.get(self.data, sample);
         wide.add_rare_labels(input, labels, &mut state.rare_scratch, shortlist);
-    }
-
-    /// The `K` best of `output`'s active outputs, each ranked by `score` of its value.
-    fn best_active<const K: usize>(
-        &self,
-        output: &crate::layer::LayerTrace,
-        score: impl Fn(f32) -> f32,
-    ) -> Top<K> {
-        let mut best = Top::<K>::EMPTY;
-        for (p, &value) in output.outputs().iter().enumerate() {
-            best.offer(score(value), output.id(p));
-        }
-        best
     }
 
     /// Training, once the gradient on the output layer's input is summed over the ranks:
@@ -300,7 +263,7 @@ impl Pass<'_> {
 /// The logit of an output of `activation` whose value is `p`, up to a constant per sample
 /// (a softmax's `ln p`): what a wide head adds its scores to. Saturated values are clamped
 /// (a sigmoid's logit to about +-16, a softmax's `ln p` to about -87).
-fn logit_of(activation: Activation, p: f32) -> f32 {
+pub(crate) fn logit_of(activation: Activation, p: f32) -> f32 {
     let p = p.max(f32::MIN_POSITIVE);
     if activation == Activation::Sigmoid {
         (p / (1.0 - p).max(1e-7)).ln()

@@ -68,6 +68,19 @@ impl Loaded {
             multi_label,
         }
     }
+
+    /// The training set's label propensities under `model`, which the propensity-scored
+    /// metrics (PSP@k, PSnDCG@k) weigh hits with: for multi-label data only (single-label
+    /// data reports its accuracy, P@1).
+    pub fn propensities(
+        &self,
+        model: slide::PropensityModel,
+    ) -> Result<Option<slide::Propensities>, slide::SlideError> {
+        if !self.multi_label {
+            return Ok(None);
+        }
+        slide::Propensities::from_examples(self.train.examples(), self.labels, model).map(Some)
+    }
 }
 
 /// Reads the train and test sets `config` names, checking sizes against it.

@@ -5,7 +5,7 @@
 //! slide-train --config configs/quickstart.toml [--set train.epochs=2] [--threads 2]
 //!             [--out runs/quickstart] [--quiet] [--resume CKPT]
 //! slide-train eval --config FILE --checkpoint CKPT [--mode exact|lsh|dense]
-//! slide-train predict --config FILE --checkpoint CKPT [--top-k 5] [--out FILE] [--mode exact|lsh|dense]
+//! slide-train predict --config FILE --checkpoint CKPT [--top-k K] [--out FILE] [--mode exact|lsh|dense]
 //! slide-train gen-data --preset amazon670k --out DIR [--scale 0.05] [--seed 1] [--train N] [--test N] [--labels N]
 //! slide-train plot runs/latest/metrics.jsonl --out curve.png
 //! ```
@@ -74,9 +74,10 @@ struct ScoringArgs {
     #[arg(long, value_name = "CKPT")]
     checkpoint: PathBuf,
     /// Which neurons to compute: every output (exact), the outputs the LSH tables pick
-    /// (lsh), or every neuron of every layer (dense).
-    #[arg(long, default_value = "exact", value_parser = eval_mode)]
-    mode: slide::Mode,
+    /// (lsh), or every neuron of every layer (dense). Default: the config's
+    /// `train.eval_mode` (itself `exact` unless set).
+    #[arg(long, value_parser = eval_mode)]
+    mode: Option<slide::Mode>,
     /// Only the first N test samples (default: all).
     #[arg(long, value_name = "N")]
     samples: Option<usize>,
@@ -110,7 +111,8 @@ enum Command {
     Predict {
         #[command(flatten)]
         scoring: ScoringArgs,
-        /// Outputs per sample (1-5).
+        /// Outputs per sample (at least 1, at most the label count): 5 for P@k, tens to
+        /// hundreds for a re-ranker's shortlist.
         #[arg(long, value_name = "K", default_value_t = 5)]
         top_k: usize,
         /// The file to write (default: standard output).
@@ -291,12 +293,17 @@ fn run(cli: Cli) -> Result<(), Failure> {
             if !stats.wrote {
                 return Ok(());
             }
+            let against = match (stats.precision_at_1, stats.recall_at_k) {
+                (Some(p1), Some(recall)) => {
+                    format!("; P@1 {p1:.4}, Recall@{top_k} {recall:.4} against the file's labels")
+                }
+                _ => "; the file has no labels to score them against".to_string(),
+            };
             eprintln!(
-                "predicted {} samples in {:.1} s ({:.0} samples/s); P@1 {:.4} against the file's labels",
+                "predicted {} samples in {:.1} s ({:.0} samples/s){against}",
                 stats.samples,
                 stats.seconds,
                 stats.samples as f64 / stats.seconds.max(1e-9),
-                stats.precision_at_1
             );
             Ok(())
         }

@@ -145,7 +145,8 @@ fn a_run_ending_on_a_periodic_checkpoint_leaves_it_complete() {
 
 /// `predict` writes one line per test sample, its best outputs as `output:logit` pairs in
 /// falling order, to standard output (nothing else there) or a file, with the same P@1 as
-/// `eval` on stderr; a top-k outside 1-5 is refused with exit status 2.
+/// `eval` on stderr; a top-k of 0 is refused with exit status 2 and one line, before any
+/// work.
 #[test]
 fn predict_writes_each_samples_best_outputs() {
     let dir = scratch("predict");
@@ -160,10 +161,10 @@ fn predict_writes_each_samples_best_outputs() {
         "--checkpoint",
         checkpoint,
     ]));
-    // `CKPT: step S, N test samples: P@1 ...`
+    // `CKPT: step S, N test samples, exact mode: P@1 ...`
     let scored = eval
         .lines()
-        .find(|l| l.contains(" test samples: P@1"))
+        .find(|l| l.contains(" test samples, exact mode: P@1"))
         .unwrap();
     let samples = number_after(scored, ", ") as usize;
     let args = [
@@ -211,7 +212,7 @@ fn predict_writes_each_samples_best_outputs() {
     };
     let pooled = succeeded(&slide_train(&pooled));
     assert_eq!(ids(&pooled)[..], ids(&printed)[..]);
-    let refused = slide_train(&[&args[..5], &["--top-k", "6"]].concat());
+    let refused = slide_train(&[&args[..5], &["--top-k", "0"]].concat());
     assert_eq!(refused.status.code(), Some(2));
     assert_eq!(
         text(&refused.stderr).lines().count(),

@@ -122,7 +122,7 @@ fn two_ranks_train_checkpoint_resume_evaluate_and_hold_the_same_hidden_layer() {
         checkpoints.to_str().unwrap(),
     ];
     let eval = succeeded(&on_two_ranks(&[&["eval"][..], &scoring[..]].concat()));
-    assert_eq!(eval.matches("P@1").count(), 1, "{eval}");
+    assert_eq!(eval.matches(" P@1 ").count(), 1, "{eval}");
     assert!(
         eval.contains(&format!("P@1 {p1:.4}")),
         "eval says `{eval}`, the run ended at {p1:.4}"

@@ -115,7 +115,8 @@ fn layers_in_place<'de, D: Deserializer<'de>>(layers: D) -> Result<Vec<LayerConf
 /// rate's schedule ([`slide::LrSchedule`]: `lr_schedule`, `lr_min`, ...), the tables'
 /// rebuilds ([`slide::RebuildSchedule`]: `rebuild_every`, `rebuild_growth`) and
 /// evaluations ([`slide::EvalOptions`]: `eval_mode`, `eval_precision`, `eval_pool`,
-/// `eval_picks`).
+/// `eval_picks`) and the propensity-scored metrics ([`slide::PropensityModel`]:
+/// `propensity_a`, `propensity_b`).
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 pub struct TrainConfig {
     /// Passes over the training set (default 1).
@@ -127,10 +128,12 @@ pub struct TrainConfig {
     #[serde(default)]
     /// Seed of the weights, hash functions, shuffles and sampling.
     pub seed: u64,
-    /// Evaluate every this many steps (0: only after each epoch).
+    /// Evaluate during training every this many steps (0: only after each epoch).
     #[serde(default)]
     pub eval_every: u64,
-    /// Test samples per evaluation (0: the whole test set).
+    /// Test samples per periodic evaluation during training (0: the whole test set);
+    /// `slide-train eval` and `predict` score the whole file unless `--samples` says
+    /// otherwise.
     #[serde(default)]
     pub eval_samples: usize,
     /// Probe the retrieval recall of the LSH layers every this many steps (0: only at
@@ -157,6 +160,10 @@ pub struct TrainConfig {
     /// otherwise, `eval` and `predict`).
     #[serde(flatten)]
     pub eval: slide::EvalOptions,
+    /// The propensity model of PSP@k and PSnDCG@k (`propensity_a`, `propensity_b`), whose
+    /// label counts come from the training file.
+    #[serde(flatten)]
+    pub propensity: slide::PropensityModel,
     /// The keys nobody above took: refused by [`TrainConfig::check_keys`], naming them.
     #[serde(flatten, skip_serializing)]
     unknown: std::collections::BTreeMap<String, toml::Value>,

@@ -21,6 +21,7 @@ impl Config {
         t.schedule.validate(t.adam.lr).map_err(in_train)?;
         t.rebuild.validate().map_err(in_train)?;
         t.eval.validate().map_err(in_train)?;
+        t.propensity.validate().map_err(in_train)?;
         if self.checkpoint.keep_last == 0 {
             bail!("checkpoint.keep_last must be at least 1");
         }

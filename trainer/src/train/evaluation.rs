@@ -6,7 +6,7 @@ use std::time::Instant;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use slide::lsh::mix64;
-use slide::{EvalOptions, EvalStats, Examples, Mode, Network, Workspace};
+use slide::{EvalOptions, EvalStats, Examples, Mode, Network, Propensities, Workspace};
 
 use super::metrics::{RecallRecord, collapsed};
 use super::report::{Evaluated, Reporter};
@@ -22,11 +22,12 @@ const RECALL_SAMPLES: usize = 16;
 /// LSH-mode P@1 of the same samples when the output layer samples and the mode is not LSH
 /// mode already (a model that holds only under sampling shows there). Its seconds count
 /// as time outside training in `report`, which also prints the collapse detector's
-/// warning if it fires.
+/// warning if it fires. With `propensities` (the training set's), the propensity-scored
+/// metrics too.
 pub(super) fn periodic(
     net: &Network,
     ws: &mut Workspace,
-    test: &dyn Examples,
+    (test, propensities): (&dyn Examples, Option<&Propensities>),
     order: &mut [usize],
     t: &TrainConfig,
     (step, output_sampled): (u64, bool),
@@ -45,7 +46,7 @@ pub(super) fn periodic(
         order.swap(i, j);
     }
     let result = net
-        .evaluate(ws, test, &order[..n], t.eval)
+        .evaluate_with(ws, test, &order[..n], t.eval, propensities)
         .map_err(|e| Failure::Training(e.into()))?;
     let lsh = if t.eval.mode != Mode::EvalLsh && output_sampled {
         let lsh_mode = EvalOptions {
@@ -55,7 +56,7 @@ pub(super) fn periodic(
         let lsh = net
             .evaluate(ws, test, &order[..n], lsh_mode)
             .map_err(|e| Failure::Training(e.into()))?;
-        Some(lsh.precision_at_1)
+        Some(lsh.metrics.precision[0])
     } else {
         None
     };

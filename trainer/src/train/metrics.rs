@@ -1,7 +1,41 @@
 //! What a run reports: the metrics file's records, the progress line, resident memory.
 
 use serde::Serialize;
-use slide::{EvalStats, Network, StepStats};
+use serde::ser::{SerializeMap, Serializer};
+use slide::metrics::AT_K;
+use slide::{EvalStats, Metrics, Network, StepStats};
+
+/// An evaluation's metrics in the metrics file, each at k = 1, 3, 5 (`p_at_1`, ...,
+/// `psndcg_at_5`; see [`slide::metrics`]): P@1 (the accuracy of single-label data), and for
+/// multi-label data P@3, P@5, nDCG@k and, with the training set's propensities, PSP@k and
+/// PSnDCG@k.
+pub(super) struct EvalRecord {
+    pub(super) metrics: Metrics,
+    pub(super) multi_label: bool,
+}
+
+impl Serialize for EvalRecord {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let m = &self.metrics;
+        let mut map = serializer.serialize_map(None)?;
+        if !self.multi_label {
+            map.serialize_entry("p_at_1", &m.precision[0])?;
+            return map.end();
+        }
+        let named = [
+            Some(("p", m.precision)),
+            Some(("ndcg", m.ndcg)),
+            m.psp.map(|v| ("psp", v)),
+            m.psndcg.map(|v| ("psndcg", v)),
+        ];
+        for (name, values) in named.into_iter().flatten() {
+            for (k, value) in AT_K.iter().zip(values) {
+                map.serialize_entry(&format!("{name}_at_{k}"), &value)?;
+            }
+        }
+        map.end()
+    }
+}
 
 /// One line of the metrics file.
 #[derive(Serialize)]
@@ -16,12 +50,10 @@ pub(super) struct Record {
     pub(super) train_samples_per_second: f64,
     pub(super) loss: f64,
     pub(super) lr: f32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) p_at_1: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) p_at_3: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) p_at_5: Option<f64>,
+    /// The evaluation's metrics, if the step evaluated (single-label data: `p_at_1`, the
+    /// accuracy, only).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub(super) eval: Option<EvalRecord>,
     /// Seconds the evaluation took (included in `seconds`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) eval_seconds: Option<f64>,
@@ -224,16 +256,9 @@ pub(super) fn format_record(r: &Record, multi_label: bool) -> String {
         "step {:>6}  epoch {:>3}  {:>7.1} s  {:>7.0} samples/s (training {:.0})  loss {:.4}",
         r.step, r.epoch, r.seconds, r.samples_per_second, r.train_samples_per_second, r.loss
     );
-    if let Some(p1) = r.p_at_1 {
-        if multi_label {
-            line += &format!(
-                "  test P@1 {p1:.4}  P@3 {:.4}  P@5 {:.4}",
-                r.p_at_3.unwrap_or(0.0),
-                r.p_at_5.unwrap_or(0.0)
-            );
-        } else {
-            line += &format!("  test accuracy {p1:.4}");
-        }
+    if let Some(eval) = &r.eval {
+        line += "  test ";
+        line += &crate::evaluate::metrics_text(&eval.metrics, multi_label, "  ");
     }
     if let Some(p) = r.p_at_1_lsh {
         line += &format!("  (P@1 with LSH outputs {p:.4})");

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use slide::{EvalStats, Examples, Network, StepStats, Workspace};
+use slide::{EvalStats, Examples, Network, Propensities, StepStats, Workspace};
 
 use crate::checkpoint::{self, Position};
 use crate::config::Config;
@@ -63,8 +63,9 @@ pub enum Talk {
 pub struct Trained {
     /// The trained network (this rank's part of it).
     pub net: Network,
-    /// The last periodic evaluation (zeros when there was none).
-    pub last_eval: EvalStats,
+    /// The last periodic evaluation (`None` when the run evaluated nothing, e.g. stopped
+    /// before its first).
+    pub last_eval: Option<EvalStats>,
     /// Set when a signal stopped the run after a step (a checkpoint was written).
     pub interrupted: Option<Failure>,
 }
@@ -103,6 +104,9 @@ pub fn train(
                 .join(rank_folder(rank, ranks)),
         ),
     };
+    let propensities = loaded
+        .propensities(config.train.propensity)
+        .map_err(|e| Failure::Input(e.into()))?;
     let Loaded {
         train,
         test,
@@ -136,6 +140,7 @@ pub fn train(
     );
     run.schedule_steps = schedule_steps;
     run.head_steps = head_steps;
+    run.propensities = propensities.as_ref();
     let (finished_at, interrupted) = run.epochs(start, interrupt)?;
     let Loop {
         net,
@@ -145,7 +150,6 @@ pub fn train(
         last_eval,
         ..
     } = run;
-    let last_eval = last_eval.unwrap_or_default();
     if interrupted.is_some() {
         return Ok(Trained {
             net,
@@ -160,7 +164,7 @@ pub fn train(
     saver.wait()?;
     report.finish();
     if rank == 0 && talk != Talk::Nothing {
-        summary(&net, &report, &saver, last_eval, multi_label);
+        summary(&net, &report, &saver, last_eval.as_ref(), multi_label);
     }
     Ok(Trained {
         net,
@@ -176,6 +180,8 @@ struct Loop<'a> {
     ws: Workspace,
     train: &'a dyn Examples,
     test: &'a dyn Examples,
+    /// The training set's label propensities (multi-label data), for PSP@k and PSnDCG@k.
+    propensities: Option<&'a Propensities>,
     report: Reporter,
     saver: Saver<'a>,
     stats: StepStats,
@@ -213,6 +219,7 @@ impl<'a> Loop<'a> {
             ws: Workspace::new(),
             train,
             test,
+            propensities: None,
             report,
             saver,
             stats: StepStats::default(),
@@ -290,11 +297,15 @@ impl<'a> Loop<'a> {
         let (t, net) = (&self.config.train, &self.net);
         let step = net.step();
         let stopping = t.max_steps > 0 && step >= t.max_steps;
-        let evaluate = last_of_epoch || stopping || (t.eval_every > 0 && step % t.eval_every == 0);
+        // Nothing to evaluate on (a library caller without validation data): no figures,
+        // rather than zeros that read as a model that scores nothing.
+        let due = last_of_epoch || stopping || (t.eval_every > 0 && step % t.eval_every == 0);
+        let evaluate = due && !self.test.is_empty();
         let eval = if evaluate {
             let (ws, order) = (&mut self.ws, &mut self.eval_order);
             let at = (step, self.output_sampled);
-            let result = evaluation::periodic(net, ws, self.test, order, t, at, &mut self.report)?;
+            let test = (self.test, self.propensities);
+            let result = evaluation::periodic(net, ws, test, order, t, at, &mut self.report)?;
             self.last_eval = Some(result.result);
             Some(result)
         } else {
@@ -393,28 +404,31 @@ fn resumed(
 }
 
 /// The run's last line: steps, samples, time with and without evaluations, checkpoints,
-/// peak memory and the last evaluation.
-fn summary(net: &Network, report: &Reporter, saver: &Saver, eval: EvalStats, multi_label: bool) {
+/// peak memory and the last evaluation (none said when there was none).
+fn summary(
+    net: &Network,
+    report: &Reporter,
+    saver: &Saver,
+    eval: Option<&EvalStats>,
+    multi_label: bool,
+) {
     let seconds = report.seconds();
     let (samples, training) = (report.samples, seconds - report.outside_training);
+    let test = match eval {
+        Some(e) => format!(
+            "test {}",
+            crate::evaluate::metrics_text(&e.metrics, multi_label, ", ")
+        ),
+        None => "no evaluation".to_string(),
+    };
+    let peak = peak_resident_mib().map_or("unknown here".into(), |m| format!("{m:.0} MiB"));
     println!(
-        "done: {} steps, {samples} samples in {seconds:.1} s ({:.0} samples/s; training alone {training:.1} s, {:.0} samples/s); {} checkpoints in {:.1} s; peak RSS {:.0} MiB; test {} {:.4}{}; metrics in {}",
+        "done: {} steps, {samples} samples in {seconds:.1} s ({:.0} samples/s; training alone {training:.1} s, {:.0} samples/s); {} checkpoints in {:.1} s; peak RSS {peak}; {test}; metrics in {}",
         net.step(),
         samples as f64 / seconds.max(1e-9),
         samples as f64 / training.max(1e-9),
         saver.count,
         saver.seconds,
-        peak_resident_mib().unwrap_or(0.0),
-        if multi_label { "P@1" } else { "accuracy" },
-        eval.precision_at_1,
-        if multi_label {
-            format!(
-                ", P@3 {:.4}, P@5 {:.4}",
-                eval.precision_at_3, eval.precision_at_5
-            )
-        } else {
-            String::new()
-        },
         report.path().display()
     );
 }

@@ -11,8 +11,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use slide::{EvalStats, Network, PhaseTimes, StepStats};
 
 use super::metrics::{
-    RecallRecord, Record, format_record, occupancy, resident_mib, sampling_summary, sources,
-    traffic,
+    EvalRecord, RecallRecord, Record, format_record, occupancy, resident_mib, sampling_summary,
+    sources, traffic,
 };
 use crate::config::Config;
 use crate::failure::Failure;
@@ -155,9 +155,10 @@ impl Reporter {
             train_samples_per_second: self.samples as f64 / training,
             loss: self.loss / self.steps as f64,
             lr,
-            p_at_1: eval.map(|e| e.result.precision_at_1),
-            p_at_3: eval.filter(|_| multi).map(|e| e.result.precision_at_3),
-            p_at_5: eval.filter(|_| multi).map(|e| e.result.precision_at_5),
+            eval: eval.map(|e| EvalRecord {
+                metrics: e.result.metrics,
+                multi_label: multi,
+            }),
             eval_seconds: eval.map(|e| e.seconds),
             p_at_1_lsh: eval.and_then(|e| e.lsh),
             top1_share: eval.map(|e| e.result.top1_share),

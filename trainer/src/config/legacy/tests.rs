@@ -49,7 +49,7 @@ fn old_key_names_load_with_a_note() {
     );
 }
 
-/// The ablations' flags of old, as benches/omikuji/compare.py's --set lines spell them, in
+/// The ablations' flags of old, as benches/xmc/compare.py's --set lines spell them, in
 /// a trainer built with the `ablations` feature (as the benchmarks' crate builds it):
 /// `uniform = true` / `exact_picks = true` load as `picks = "uniform"` / `"exact"` with a
 /// note.

@@ -6,7 +6,7 @@ use slide_lsh::Vector;
 
 use crate::data::Examples;
 
-/// A sample's input as the first layer and the wide head read it, filled once per pass by
+/// A sample's input as the first layer and the heads read it, filled once per pass by
 /// [`SampleInput::fill`]; with the power 1 it holds nothing and hands out the stored input.
 #[derive(Debug, Default)]
 pub(crate) struct SampleInput {

@@ -68,6 +68,7 @@ pub mod data;
 pub mod error;
 pub mod eval;
 pub mod formats;
+pub mod head;
 mod input;
 pub mod kernels;
 pub mod layer;
@@ -80,13 +81,13 @@ pub mod rows;
 pub mod stats;
 pub mod step;
 mod top;
-pub mod wide;
 pub mod workspace;
 
 pub use config::{NetworkConfig, RebuildSchedule};
 pub use data::{DenseExamples, Examples, SparseExamples};
 pub use error::{Result, SlideError};
 pub use eval::{EVAL_BLOCK, EvalOptions, EvalPrecision};
+pub use head::{HeadConfig, Heads};
 pub use kernels::describe as describe_kernels;
 pub use layer::{
     Activation, Elem, Init, LayerBatch, LayerConfig, LayerState, LayerTrace, LshConfig, Mode,
@@ -101,5 +102,4 @@ pub use optimizer::{
 };
 pub use slide_lsh as lsh;
 pub use stats::{ActiveSources, EvalStats, PhaseTimes, Recall, StepStats};
-pub use wide::{WideConfig, WideHead};
 pub use workspace::Workspace;

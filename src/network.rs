@@ -12,14 +12,11 @@ use slide_lsh::mix64;
 use crate::comm::{Communicator, Local, shard_range};
 use crate::config::{NetworkConfig, RebuildSchedule};
 use crate::error::{Result, SlideError, config_error};
-use crate::layer::{Elem, SparseLayer, StateSource, StateTensor};
+use crate::head::{HeadRate, HeadTensor, Heads};
+use crate::layer::{SparseLayer, StateSource, StateTensor};
 pub use crate::network_state::NetworkState;
-use crate::network_state::{
-    MemorySource, Prefixed, WIDE_RARE_ENTRIES, WIDE_RARE_STARTS, WIDE_TABLE, rare_part,
-    split_layer_name,
-};
+use crate::network_state::{MemorySource, Prefixed, split_layer_name};
 use crate::optimizer::Adam;
-use crate::wide::{RareIndex, WideHead};
 
 /// What a checkpoint stores of a network beside its tensors (see
 /// [`Network::state_scalars`]).
@@ -67,10 +64,10 @@ pub struct Network {
     pub(crate) comm: Arc<dyn Communicator>,
     /// The outputs this rank holds, as ids of the whole layer.
     pub(crate) output_range: Range<usize>,
-    /// Per-label linear classifiers that re-rank the best outputs, if configured.
-    pub(crate) wide: Option<WideHead>,
-    /// The learning rate the network was built with: the wide head's rate follows the
-    /// schedule as the same fraction of it.
+    /// The heads that score outputs beside the last layer (none: the network alone).
+    pub(crate) heads: Heads,
+    /// The learning rate the network was built with: a head's rate follows the schedule as
+    /// the same fraction of it.
     peak_lr: f32,
 }
 
@@ -139,15 +136,15 @@ impl Network {
             in_dim = layer.out_dim;
         }
         let period = config.rebuild.first_period();
-        let wide = config.wide.map(WideHead::new).transpose()?;
-        if wide.is_some() && comm.size() > 1 {
+        let heads = Heads::new(&config.heads)?;
+        if !heads.is_empty() && comm.size() > 1 {
             return Err(config_error(
-                "network.wide",
-                "is not supported with the output layer split between ranks",
+                "network.heads",
+                "are not supported with the output layer split between ranks",
             ));
         }
         Ok(Network {
-            wide,
+            heads,
             peak_lr: config.adam.lr,
             adam: Adam::new(config.adam)?,
             config,
@@ -182,17 +179,18 @@ impl Network {
         Ok(())
     }
 
-    /// The wide head, if the network has one.
-    pub fn wide(&self) -> Option<&WideHead> {
-        self.wide.as_ref()
+    /// The heads (empty: none).
+    pub fn heads(&self) -> &Heads {
+        &self.heads
     }
 
-    /// The wide head's learning rate now: its configured rate times the network's current
-    /// rate over the one it was built with.
-    pub(crate) fn wide_lr(&self) -> f32 {
-        self.wide
-            .as_ref()
-            .map_or(0.0, |w| w.config().lr * self.config.adam.lr / self.peak_lr)
+    /// The rate the heads learn at beside the network now: the network's current rate and
+    /// the one it was built with.
+    pub(crate) fn head_rate(&self) -> HeadRate {
+        HeadRate::WithNetwork {
+            lr: self.config.adam.lr,
+            peak: self.peak_lr,
+        }
     }
 
     /// The configuration.
@@ -211,9 +209,9 @@ impl Network {
         &mut self.layers[i]
     }
 
-    /// What a training step changes, borrowed apart: the layers, Adam and the wide head.
-    pub(crate) fn trainable(&mut self) -> (&mut [SparseLayer], &mut Adam, Option<&mut WideHead>) {
-        (&mut self.layers, &mut self.adam, self.wide.as_mut())
+    /// What a training step changes, borrowed apart: the layers, Adam and the heads.
+    pub(crate) fn trainable(&mut self) -> (&mut [SparseLayer], &mut Adam, &mut Heads) {
+        (&mut self.layers, &mut self.adam, &mut self.heads)
     }
 
     /// Training steps taken.
@@ -232,11 +230,12 @@ impl Network {
             next_rebuild: self.schedule.next_rebuild,
             rebuild_period: self.schedule.period,
             layers: self.layers.iter().map(SparseLayer::export_state).collect(),
-            wide: self
-                .wide
-                .as_ref()
-                .map_or(Vec::new(), |w| w.table().to_vec()),
-            wide_rare: self.wide.as_ref().and_then(|w| w.rare_index().cloned()),
+            heads: HeadTensor::all(self.heads.state_tensors(), |name, sink| {
+                self.heads
+                    .write_state_tensor(name, sink)
+                    .expect("a head's own tensor")
+            })
+            .expect("writing to memory does not fail"),
         }
     }
 
@@ -271,8 +270,8 @@ impl Network {
         }
     }
 
-    /// Every layer's [`SparseLayer::state_tensors`], named `layers.I.NAME`, and the wide
-    /// head's `wide.table` if there is one, sorted by name.
+    /// Every layer's [`SparseLayer::state_tensors`], named `layers.I.NAME`, and the heads'
+    /// tensors under their own names, sorted by name.
     pub fn state_tensors(&self) -> Vec<StateTensor> {
         let mut out: Vec<StateTensor> = self
             .layers
@@ -285,22 +284,7 @@ impl Network {
                 })
             })
             .collect();
-        if let Some(wide) = &self.wide {
-            out.push(StateTensor {
-                name: WIDE_TABLE.to_string(),
-                elem: Elem::F32,
-                shape: vec![wide.table().len()],
-            });
-            for name in [WIDE_RARE_STARTS, WIDE_RARE_ENTRIES] {
-                if let Some(values) = rare_part(wide.rare_index(), name) {
-                    out.push(StateTensor {
-                        name: name.to_string(),
-                        elem: Elem::U32,
-                        shape: vec![values.len()],
-                    });
-                }
-            }
-        }
+        out.extend(self.heads.state_tensors());
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }
@@ -312,11 +296,8 @@ impl Network {
         name: &str,
         sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        if let (WIDE_TABLE, Some(wide)) = (name, &self.wide) {
-            return crate::layer::write_rows(std::iter::once(wide.table()), f32::to_le_bytes, sink);
-        }
-        if let Some(values) = rare_part(self.wide.as_ref().and_then(WideHead::rare_index), name) {
-            return crate::layer::write_rows(std::iter::once(values), u32::to_le_bytes, sink);
+        if let Some(written) = self.heads.write_state_tensor(name, sink) {
+            return written;
         }
         let (layer, rest) = split_layer_name(name)
             .filter(|&(i, _)| i < self.layers.len())
@@ -346,17 +327,8 @@ impl Network {
         if !(scalars.rebuild_period.is_finite() && scalars.rebuild_period >= 1.0) {
             return Err(fail("rebuild period must be at least 1".into()));
         }
-        if let Some(wide) = &mut self.wide {
-            let len = wide.table().len();
-            if source.tensor(WIDE_TABLE) != Some((Elem::F32, vec![len])) {
-                return Err(fail(format!(
-                    "needs the wide head's {WIDE_TABLE} of {len} f32"
-                )));
-            }
-            crate::layer::read_f32s(source, WIDE_TABLE, wide.table_mut())?;
-            let outputs = self.layers.last().map_or(0, SparseLayer::out_dim);
-            read_rare_index(wide, scalars.step, outputs, source)?;
-        }
+        let outputs = self.layers.last().map_or(0, SparseLayer::out_dim);
+        self.heads.read_state(scalars.step, outputs, source)?;
         for (i, layer) in self.layers.iter_mut().enumerate() {
             let mut prefixed = Prefixed {
                 prefix: format!("layers.{i}."),
@@ -390,60 +362,15 @@ impl Network {
     /// Whether every parameter and Adam moment is finite (a network that is not cannot be
     /// trained on).
     pub fn is_finite(&self) -> bool {
-        self.layers.iter().all(SparseLayer::is_finite) && self.wide.iter().all(WideHead::is_finite)
+        self.layers.iter().all(SparseLayer::is_finite) && self.heads.is_finite()
     }
 
-    /// Heap bytes held by all layers (parameters, Adam state, tables) and the wide head.
+    /// Heap bytes held by all layers (parameters, Adam state, tables) and the heads.
     pub fn memory_bytes(&self) -> usize {
-        let wide = self.wide.as_ref().map_or(0, |w| w.config().table_bytes());
         self.layers
             .iter()
             .map(SparseLayer::memory_bytes)
             .sum::<usize>()
-            + wide
+            + self.heads.memory_bytes()
     }
-}
-
-/// Reads the wide head's rare-feature index from `source` where it has one, refusing one
-/// that names a label beyond the `outputs` of the output layer. A head that takes rare
-/// labels and has trained (`step` above 0) must find it there: its prediction depends on
-/// it (a state from before rare labels is refused rather than read without).
-fn read_rare_index<S: StateSource + ?Sized>(
-    wide: &mut WideHead,
-    step: u64,
-    outputs: usize,
-    source: &mut S,
-) -> std::result::Result<(), S::Error> {
-    let fail = |reason: String| S::Error::from(config_error("network state", reason));
-    let (Some((Elem::U32, starts)), Some((Elem::U32, entries))) = (
-        source.tensor(WIDE_RARE_STARTS),
-        source.tensor(WIDE_RARE_ENTRIES),
-    ) else {
-        if wide.config().rare_labels > 0 && step > 0 {
-            return Err(fail(format!(
-                "needs the wide head's {WIDE_RARE_STARTS} and {WIDE_RARE_ENTRIES} (u32): it was \
-                 saved without rare labels; set network.wide.rare_labels = 0 to read it"
-            )));
-        }
-        return Ok(());
-    };
-    let (mut starts, mut entries) = (
-        vec![0u32; starts.iter().product()],
-        vec![0u32; entries.iter().product()],
-    );
-    crate::layer::read_u32s(source, WIDE_RARE_STARTS, &mut starts)?;
-    crate::layer::read_u32s(source, WIDE_RARE_ENTRIES, &mut entries)?;
-    let index = RareIndex::from_parts(starts, entries).ok_or_else(|| {
-        fail(format!(
-            "{WIDE_RARE_STARTS} does not index {WIDE_RARE_ENTRIES}"
-        ))
-    })?;
-    if index.label_bound() > outputs {
-        return Err(fail(format!(
-            "{WIDE_RARE_ENTRIES} names label {} of a layer of {outputs} outputs",
-            index.label_bound() - 1
-        )));
-    }
-    wide.set_rare_index(index);
-    Ok(())
 }

@@ -1,7 +1,7 @@
 //! A sample's `k` best outputs with one tie rule (the higher score, then the lower id; see
 //! [`ranks_before`]), kept in a heap, so that any `k` costs `log k` per entering offer:
 //! what evaluation and prediction rank with (from the 5 that P@k reads to the hundreds of a
-//! shortlist for a re-ranker), and what a training sample's shortlist for the wide head is
+//! shortlist for a re-ranker), and what a training sample's shortlist for the heads is
 //! drawn from.
 
 use std::cmp::Ordering;
@@ -140,17 +140,17 @@ mod tests {
     #[test]
     fn merged_halves_and_wider_tops_agree() {
         let scores: Vec<f32> = (0..200).map(|i| ((i * 37) % 101) as f32 * 0.25).collect();
-        let (mut a, mut b, mut whole, mut wide) =
+        let (mut a, mut b, mut whole, mut wider) =
             (TopN::new(8), TopN::new(8), TopN::new(8), TopN::new(100));
         for (i, &z) in scores.iter().enumerate() {
             if i % 2 == 0 { &mut a } else { &mut b }.offer(z, i as u32);
             whole.offer(z, i as u32);
-            wide.offer(z, i as u32);
+            wider.offer(z, i as u32);
         }
         a.merge(&b);
         let whole = whole.into_ranked();
         assert_eq!(a.into_ranked(), whole);
-        assert_eq!(wide.into_ranked()[..8], whole[..]);
+        assert_eq!(wider.into_ranked()[..8], whole[..]);
         let mut sorted: Vec<(f32, u32)> = scores.iter().copied().zip(0..).collect();
         sorted.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
         assert_eq!(whole, sorted[..8]);

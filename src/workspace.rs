@@ -25,25 +25,14 @@ pub(crate) struct SampleState {
     /// The sample's labels among this rank's outputs, as ids of its slice of the output
     /// layer (all of them, unchanged, with one rank).
     pub(crate) labels: Vec<u32>,
-    /// The outputs a wide head learns on for this training sample: its best active outputs
-    /// and its labels (empty without a wide head).
+    /// The outputs the heads learn on for this training sample: its best active outputs,
+    /// its labels and the heads' candidates (empty without a head that learns).
     pub(crate) shortlist: Vec<u32>,
-    /// Scratch of the wide head's rare-feature candidates.
+    /// Scratch of the heads' candidates.
     pub(crate) rare_scratch: Vec<(u32, u32)>,
     /// The sample's input as the network reads it (see
     /// [`NetworkConfig::input_power`](crate::NetworkConfig::input_power)).
     pub(crate) input: SampleInput,
-}
-
-/// The buffers of a wide head's training step: a sample's feature values and slots, the
-/// next sample's (fetched ahead), and a sample's updates.
-#[derive(Debug, Default)]
-pub(crate) struct WideScratch {
-    pub(crate) x: Vec<f32>,
-    pub(crate) slots: Vec<u32>,
-    pub(crate) next_x: Vec<f32>,
-    pub(crate) next_slots: Vec<u32>,
-    pub(crate) updates: Vec<crate::wide::WideUpdate>,
 }
 
 /// The buffers a [`Network`]'s training steps and evaluations work in: per-sample traces,
@@ -59,8 +48,8 @@ pub struct Workspace {
     /// Per thread, one select scratch per layer.
     pub(crate) threads: Vec<Mutex<Vec<SelectScratch>>>,
     pub(crate) update: UpdateScratch,
-    /// The wide head's training buffers.
-    pub(crate) wide: WideScratch,
+    /// The heads' training buffers.
+    pub(crate) heads: crate::head::HeadScratch,
     /// The mean input of a layer over the latest batch (shared negatives' refresh).
     pub(crate) mean: Vec<f32>,
     /// The latest batch's labels (candidates for the shared negatives).

@@ -1,13 +1,15 @@
 //! `NetworkConfig::input_power`: a network with the power reads every input through it, in
-//! training (the layers and the wide head) and in every evaluation mode, so that it learns
+//! training (the layers and the heads) and in every evaluation mode, so that it learns
 //! and predicts exactly what a network without it does on inputs transformed beforehand;
 //! a power that is not a positive number is refused, naming the setting.
 
 mod common;
 
 use common::*;
+use slide::head::label_linear::LabelLinearConfig;
+use slide::head::rare_labels::RareLabelsConfig;
 use slide::{
-    Activation, EvalOptions, Examples, Mode, Network, NetworkConfig, SparseExamples, WideConfig,
+    Activation, EvalOptions, Examples, HeadConfig, Mode, Network, NetworkConfig, SparseExamples,
     Workspace,
 };
 
@@ -15,7 +17,7 @@ const INPUTS: usize = 80;
 const LABELS: u32 = 60;
 
 /// Input -> 16 ReLU (input-major) -> 60 softmax outputs sampled by LSH (at least 12 active),
-/// with a wide head of 4,096 weights that adds rare-feature labels, at `power`.
+/// with a per-label linear head of 4,096 weights and rare-feature labels, at `power`.
 fn config(power: f32) -> NetworkConfig {
     NetworkConfig {
         adam: slide::AdamConfig {
@@ -23,13 +25,18 @@ fn config(power: f32) -> NetworkConfig {
             ..Default::default()
         },
         seed: 3,
-        wide: Some(WideConfig {
-            bits: 12,
-            lr: 0.5,
-            shortlist: 8,
-            rare_labels: 4,
-            ..WideConfig::default()
-        }),
+        heads: vec![
+            HeadConfig::LabelLinear(LabelLinearConfig {
+                bits: 12,
+                lr: 0.5,
+                shortlist: 8,
+                ..LabelLinearConfig::default()
+            }),
+            HeadConfig::RareLabels(RareLabelsConfig {
+                labels: 4,
+                ..RareLabelsConfig::default()
+            }),
+        ],
         input_power: power,
         ..NetworkConfig::new(
             INPUTS,

@@ -4,6 +4,7 @@
 use super::*;
 use crate::Network;
 use crate::layer::{Init, LshConfig, Negatives, Retrieval};
+use crate::layer::{Precision, SecondMoment, WeightLayout};
 use slide_lsh::{BucketPolicy, FamilyKind, LshParams, Sampling};
 
 fn config() -> NetworkConfig {

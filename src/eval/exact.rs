@@ -44,23 +44,23 @@ impl Network {
             .into_par_iter()
             .fold(
                 || {
-                    let wide = vec![0.0f32; if f32_rows.is_some() { 0 } else { ROWS * dim }];
+                    let widened = vec![0.0f32; if f32_rows.is_some() { 0 } else { ROWS * dim }];
                     (
                         vec![TopN::new(k); n],
                         vec![0.0f32; n * ROWS],
                         Vec::new(),
-                        wide,
+                        widened,
                     )
                 },
-                |(mut best, mut scores, mut packed, mut wide), chunk| {
+                |(mut best, mut scores, mut packed, mut widened), chunk| {
                     let first = chunk * ROWS;
                     let rows = ROWS.min(out_dim - first);
                     // BF16 weights are widened a block of rows at a time (exactly).
                     let (w, stride) = match f32_rows {
                         Some((weights, stride)) => (&weights[first * stride..], stride),
                         None => {
-                            layer.widen_rows(first.., &mut wide[..rows * dim]);
-                            (&wide[..], dim)
+                            layer.widen_rows(first.., &mut widened[..rows * dim]);
+                            (&widened[..], dim)
                         }
                     };
                     if bf16 {
@@ -92,7 +92,7 @@ impl Network {
                             }
                         }
                     }
-                    (best, scores, packed, wide)
+                    (best, scores, packed, widened)
                 },
             )
             .map(|(best, _, _, _)| best)

@@ -129,17 +129,17 @@ impl Network {
 
     /// Each sample's `k` highest-scoring outputs (at most the layer's width) as `(output,
     /// score)` pairs, best first (ties: the lower output id): what a deployed model answers,
-    /// or a shortlist for a re-ranker. The score is the logit (with a wide head, the
+    /// or a shortlist for a re-ranker. The score is the logit (with heads, the
     /// re-ranked score of its candidates; see below). `options` as for [`Self::evaluate`]:
     /// [`Mode::EvalExact`] scores every output, [`Mode::EvalLsh`] ranks the outputs the
-    /// tables pick ([`Mode::Train`] is taken as `EvalLsh`; without a wide head and with one
+    /// tables pick ([`Mode::Train`] is taken as `EvalLsh`; without heads and with one
     /// rank, LSH mode scores a softmax layer's outputs by their probability over the active
     /// set, which ranks as the logit does). The samples' labels are not read.
     ///
-    /// Any `k` gives the same first outputs: with a wide head, its re-ranked candidates
-    /// (the network's best [`shortlist`](crate::WideConfig::shortlist) and the rare
-    /// features' labels) come first, then the network's next best in its own order, each
-    /// with its logit.
+    /// Any `k` gives the same first outputs: with heads, the candidates they re-rank (the
+    /// network's best [`Heads::shortlist`](crate::Heads::shortlist) and the heads' own
+    /// candidates, see [`crate::head`]) come first, then the network's next best in its own
+    /// order, each with its logit.
     pub fn predict(
         &self,
         ws: &mut Workspace,
@@ -181,7 +181,7 @@ impl Network {
             && output.layout() == WeightLayout::NeuronMajor
     }
 
-    /// The `k` best outputs of each sample of `block` (re-ranked by the wide head, if any),
+    /// The `k` best outputs of each sample of `block` (re-ranked by the heads, if any),
     /// as `(score, output)` pairs, best first: every output scored ([`Self::best_outputs`])
     /// when `scores_all`, else those of the sampled output layer. Samples draw their random
     /// numbers from the streams of their positions, `first` on.
@@ -202,11 +202,8 @@ impl Network {
             Reach::Output
         };
         self.run_batch(ws, data, block, options.pass(), first, reach)?;
-        // A wide head re-ranks each sample's shortlist of the network's best.
-        let want = match &self.wide {
-            Some(wide) => k.max(wide.config().shortlist),
-            None => k,
-        };
+        // The heads re-rank each sample's shortlist of the network's best.
+        let want = k.max(self.heads.shortlist());
         let best = if scores_all {
             self.best_outputs(ws, data, block, options.precision, want)
         } else if pooled {
@@ -218,14 +215,14 @@ impl Network {
         self.merge_ranks(ws, tops, k)
     }
 
-    /// The `k` best of each sample's active outputs after an LSH-mode pass: by logit with a
-    /// wide head (whose scores add to logits) or across ranks, by probability otherwise.
+    /// The `k` best of each sample's active outputs after an LSH-mode pass: by logit with
+    /// heads (whose scores add to logits) or across ranks, by probability otherwise.
     fn active_tops(&self, ws: &Workspace, k: usize) -> Vec<TopN> {
         let layer = &self.layers()[self.layers().len() - 1];
         let activation = layer.activation();
         // Sigmoid outputs compare across ranks as they are; a rank's softmax, by logit.
         let by_logit = self.comm.size() > 1 && activation == Activation::Softmax;
-        let head = self.wide.is_some();
+        let head = !self.heads.is_empty();
         ws.batch()
             .par_iter()
             .map(|state| {
@@ -248,7 +245,7 @@ impl Network {
     }
 
     /// Each sample's `k` best, as `(score, output)` pairs best first, from the network's
-    /// `best`: with a wide head, its candidates re-ranked (see [`Self::predict`]), then the
+    /// `best`: with heads, their candidates re-ranked (see [`Self::predict`]), then the
     /// network's next best.
     fn rerank(
         &self,
@@ -258,17 +255,17 @@ impl Network {
         best: Vec<TopN>,
         k: usize,
     ) -> Vec<Vec<(f32, u32)>> {
-        let Some(wide) = &self.wide else {
+        let heads = &self.heads;
+        if heads.is_empty() {
             return best.into_iter().map(TopN::into_ranked).collect();
-        };
+        }
         best.into_par_iter()
             .zip(ws.batch())
             .zip(block)
             .map(|((best, state), &sample)| {
                 let best = best.into_ranked();
                 let input = state.input.get(data, sample);
-                let mut ranked = wide.candidates(input, &best);
-                wide.rerank(input, &mut ranked);
+                let mut ranked = heads.rerank(input, &best);
                 let taken = ranked.len();
                 for &pair in &best {
                     if ranked.len() >= k {

@@ -115,12 +115,12 @@ fn score_rows(layer: &SparseLayer, x: &[f32], n: usize, ids: &[u32], k: usize) -
                     vec![0.0f32; n * ROWS],
                 )
             },
-            |(mut best, mut wide, mut scores), chunk| {
+            |(mut best, mut widened, mut scores), chunk| {
                 let rows = chunk.len();
-                for (&id, out) in chunk.iter().zip(wide.chunks_exact_mut(dim)) {
+                for (&id, out) in chunk.iter().zip(widened.chunks_exact_mut(dim)) {
                     layer.row(id as usize).first(dim).widen_into(out);
                 }
-                (kernels().scores)(x, n, dim, &wide, rows, dim, &mut scores[..n * rows]);
+                (kernels().scores)(x, n, dim, &widened, rows, dim, &mut scores[..n * rows]);
                 for (best, z) in best.iter_mut().zip(scores.chunks_exact(rows)) {
                     for (&id, &z) in chunk.iter().zip(z) {
                         let z = z + layer.biases()[id as usize];
@@ -129,7 +129,7 @@ fn score_rows(layer: &SparseLayer, x: &[f32], n: usize, ids: &[u32], k: usize) -
                         }
                     }
                 }
-                (best, wide, scores)
+                (best, widened, scores)
             },
         )
         .map(|(best, _, _)| best)

@@ -74,8 +74,8 @@ pub(crate) use lsh_state::LshState;
 pub use negatives::Negatives;
 pub(crate) use ranking::{rank_key, ranks_before};
 pub use retrieval::Retrieval;
-pub use state::{Elem, LayerState, StateSource, StateTensor};
-pub(crate) use state::{MemorySource, read_f32s, read_u32s, write_rows};
+pub(crate) use state::MemorySource;
+pub use state::{Elem, LayerState, StateSource, StateTensor, read_f32s, read_u32s, write_rows};
 pub use trace::{LayerBatch, LayerTrace, SelectScratch};
 use trace::{PoolScratch, QueryBuffers};
 

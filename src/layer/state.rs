@@ -5,7 +5,7 @@
 
 mod stream;
 
-pub(crate) use stream::{read_f32s, read_u32s, write_rows};
+pub use stream::{read_f32s, read_u32s, write_rows};
 
 use super::SparseLayer;
 use super::config::{M, V, WEIGHTS};

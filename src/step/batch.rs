@@ -110,7 +110,7 @@ impl Network {
             outputs: self.output_range(),
             num_labels: self.config().layers[last].out_dim,
             sharded: self.comm.size() > 1,
-            wide: self.wide.as_ref(),
+            heads: &self.heads,
             input_power: self.config().input_power,
         };
         let step_seed = self.step_seed();

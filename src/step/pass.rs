@@ -9,12 +9,12 @@ use slide_lsh::LshError;
 
 use crate::data::Examples;
 use crate::error::{Result, SlideError};
+use crate::head::Heads;
 use crate::layer::Activation;
 use crate::layer::{Mode, SelectScratch, SparseLayer, sample_rng};
 use crate::loss::output_loss;
 use crate::stats::PhaseTimes;
 use crate::top::TopN;
-use crate::wide::WideHead;
 use crate::workspace::{SampleState, layer_input};
 
 /// How far a batch's passes go.
@@ -23,7 +23,7 @@ pub(crate) enum Reach {
     /// The forward pass up to the output layer (exact evaluation scores it for a block at
     /// once).
     Hidden,
-    /// The whole forward pass; in training mode with a wide head, also each sample's
+    /// The whole forward pass; in training mode with a head that learns, also each sample's
     /// shortlist.
     Output,
     /// The forward pass, the loss and the backward pass (training mode only).
@@ -44,9 +44,9 @@ pub(crate) struct Pass<'a> {
     pub(crate) num_labels: usize,
     /// Whether the output layer is split between ranks.
     pub(crate) sharded: bool,
-    /// The network's wide head, which re-ranks (evaluation) or learns on (training) each
-    /// sample's shortlist; never with `sharded`.
-    pub(crate) wide: Option<&'a WideHead>,
+    /// The network's heads, which learn on each training sample's shortlist; none with
+    /// `sharded`.
+    pub(crate) heads: &'a Heads,
     /// [`NetworkConfig::input_power`](crate::NetworkConfig::input_power).
     pub(crate) input_power: f32,
 }
@@ -131,17 +131,18 @@ impl Pass<'_> {
         state.times.backward += started.elapsed();
     }
 
-    /// With a wide head, the outputs it learns on for a training sample: the best of its
-    /// active outputs (by probability, which ranks as the logit does), its labels and the
-    /// labels of its rare features (other samples'), into the sample's shortlist (left
-    /// empty without a head).
+    /// With a head that learns, the outputs the heads learn on for a training sample: the
+    /// best [`Heads::shortlist`] of its active outputs (by probability, which ranks as the
+    /// logit does), its labels and the heads' candidates (passing over its labels), into the
+    /// sample's shortlist (left empty otherwise).
     fn fill_shortlist(&self, sample: usize, state: &mut SampleState) {
         state.shortlist.clear();
-        let Some(wide) = self.wide else {
+        let heads = self.heads;
+        if !heads.learn() {
             return;
-        };
+        }
         let output = &state.traces[self.layers.len() - 1];
-        let mut best = TopN::new(wide.config().shortlist);
+        let mut best = TopN::new(heads.shortlist());
         for (p, &value) in output.outputs().iter().enumerate() {
             best.offer(value, output.id(p));
         }
@@ -154,7 +155,7 @@ impl Pass<'_> {
             }
         }
         let input = state.input.get(self.data, sample);
-        wide.add_rare_labels(input, labels, &mut state.rare_scratch, shortlist);
+        heads.candidates(input, labels, &mut state.rare_scratch, shortlist);
     }
 
     /// Training, once the gradient on the output layer's input is summed over the ranks:
@@ -261,7 +262,7 @@ impl Pass<'_> {
 }
 
 /// The logit of an output of `activation` whose value is `p`, up to a constant per sample
-/// (a softmax's `ln p`): what a wide head adds its scores to. Saturated values are clamped
+/// (a softmax's `ln p`): what the heads add their scores to. Saturated values are clamped
 /// (a sigmoid's logit to about +-16, a softmax's `ln p` to about -87).
 pub(crate) fn logit_of(activation: Activation, p: f32) -> f32 {
     let p = p.max(f32::MIN_POSITIVE);

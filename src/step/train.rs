@@ -6,12 +6,12 @@ use std::time::Instant;
 
 use crate::data::Examples;
 use crate::error::Result;
+use crate::head::{HeadBatch, HeadSample};
 use crate::layer::{Mode, SparseLayer};
 use crate::network::Network;
 use crate::optimizer::LayerGradients;
 use crate::stats::{ActiveSources, PhaseTimes, StepStats};
-use crate::wide::WideHead;
-use crate::workspace::{NetworkBatch, SampleState, WideScratch, Workspace, layer_input};
+use crate::workspace::{NetworkBatch, SampleState, Workspace, layer_input};
 
 use super::Reach;
 
@@ -43,25 +43,28 @@ impl Network {
         stats: &mut StepStats,
     ) -> Result<()> {
         let sent = self.comm.bytes_sent();
-        // At the first step: the rare features' index (a pass over the training data).
-        if let Some(wide) = self.wide.as_mut() {
-            wide.ensure_rare_index(data);
-        }
+        // At the first step: what the heads build from the training data.
+        self.heads.prepare(data);
         self.run_batch(ws, data, batch, Mode::Train, 0, Reach::Backward)?;
         stats.bytes_sent = self.comm.bytes_sent() - sent;
         fill_batch_stats(self.layers(), ws.batch(), stats);
         let scale = 1.0 / batch.len() as f32;
         let started = Instant::now();
         let taken = self.schedule.step + 1;
-        let wide_lr = self.wide_lr();
-        let (layers, adam, wide) = self.trainable();
+        let head_rate = self.head_rate();
+        let (layers, adam, heads) = self.trainable();
         adam.set_steps(taken);
         let adam = &*adam;
         let states = &ws.states[..ws.batch_len];
-        let (update, wide_scratch) = (&mut ws.update, &mut ws.wide);
-        // The wide head learns on one thread beside the layers' updates (disjoint state, each
+        let (update, head_scratch) = (&mut ws.update, &mut ws.heads);
+        let sample = |i: usize| head_sample(&states[i], data, batch[i]);
+        let head_batch = HeadBatch {
+            len: batch.len(),
+            sample: &sample,
+        };
+        // The heads learn on one thread beside the layers' updates (disjoint state, each
         // deterministic on its own): the other threads update rows meanwhile, and the
-        // head's thread joins them when it is done.
+        // heads' thread joins them when it is done.
         let (rows_touched, macs) = (&mut stats.rows_touched, &mut stats.multiply_adds);
         rayon::join(
             || {
@@ -77,7 +80,7 @@ impl Network {
                     *macs += counts.multiply_adds;
                 }
             },
-            || wide.map(|w| train_wide(w, wide_scratch, states, data, batch, wide_lr)),
+            || heads.train(&head_batch, head_scratch, head_rate),
         );
         stats.times.update = started.elapsed();
         let rebuild = self.advance_step();
@@ -93,38 +96,39 @@ impl Network {
         Ok(())
     }
 
-    /// A step of the wide head alone, at learning rate `lr` (in (0, 1], as
-    /// [`WideConfig::lr`](crate::WideConfig::lr)), the network left as it is: each sample
-    /// of `batch` runs its forward pass as in training (the tables pick its active outputs,
-    /// its labels forced in), and the head learns on its shortlist as in
+    /// A step of the heads alone, head-only step `step` of `steps` (from 0; each head
+    /// takes its rate from them), the network left as it is: each sample of `batch` runs
+    /// its forward pass as in training (the tables pick its active outputs, its labels
+    /// forced in), and the heads learn on its shortlist as in
     /// [`train_step`](Self::train_step). The step is counted; the tables are not rebuilt.
-    /// The stats' loss is the head's: the mean over the samples of their shortlists'
-    /// summed squared hinge losses. Without a head, an error.
-    pub fn train_head_step(
+    /// The stats' loss is the heads': the mean over the samples of their summed losses.
+    /// Without a head that learns, an error.
+    pub fn train_heads_step(
         &mut self,
         ws: &mut Workspace,
         data: &dyn Examples,
         batch: &[usize],
-        lr: f32,
+        (step, steps): (u64, u64),
     ) -> Result<StepStats> {
-        if self.wide.is_none() {
+        if !self.heads.learn() {
             return Err(crate::error::config_error(
-                "network.wide",
-                "a head-only step needs a wide head".to_string(),
+                "network.heads",
+                "a head-only step needs a head that learns".to_string(),
             ));
         }
-        crate::wide::check_lr(lr)?;
-        if let Some(wide) = self.wide.as_mut() {
-            wide.ensure_rare_index(data);
-        }
+        self.heads.prepare(data);
         self.run_batch(ws, data, batch, Mode::Train, 0, Reach::Output)?;
         let mut stats = StepStats::default();
         fill_batch_stats(self.layers(), ws.batch(), &mut stats);
         let started = Instant::now();
         let states = &ws.states[..ws.batch_len];
-        let loss = self.wide.as_mut().map_or(0.0, |wide| {
-            train_wide(wide, &mut ws.wide, states, data, batch, lr)
-        });
+        let sample = |i: usize| head_sample(&states[i], data, batch[i]);
+        let head_batch = HeadBatch {
+            len: batch.len(),
+            sample: &sample,
+        };
+        let rate = crate::head::HeadRate::Alone { step, steps };
+        let loss = self.heads.train(&head_batch, &mut ws.heads, rate);
         stats.loss = loss / batch.len() as f64;
         stats.times.update = started.elapsed();
         self.schedule.step += 1;
@@ -282,56 +286,15 @@ fn fill_batch_stats(layers: &[SparseLayer], states: &[SampleState], stats: &mut 
     }
 }
 
-/// The wide head's step at learning rate `lr`: each sample of the batch (`states` holds
-/// their passes) in turn scores its shortlist with the weights as the samples before it
-/// left them and takes one SGD step on it (plain per-sample SGD, as a linear model is
-/// trained; one thread, in batch order, so the result does not depend on the thread count).
-/// Returns the sum of the samples' squared hinge losses before their steps.
-fn train_wide(
-    wide: &mut WideHead,
-    scratch: &mut WideScratch,
-    states: &[SampleState],
-    data: &dyn Examples,
-    batch: &[usize],
-    lr: f32,
-) -> f64 {
-    let mut loss = 0.0f64;
-    // Each sample's slots are computed and their lines fetched one sample ahead.
-    let (mut x, mut slots) = (
-        std::mem::take(&mut scratch.x),
-        std::mem::take(&mut scratch.slots),
-    );
-    if let (Some(state), Some(&sample)) = (states.first(), batch.first()) {
-        wide.slots(
-            state.input.get(data, sample),
-            &state.shortlist,
-            &mut x,
-            &mut slots,
-        );
+/// What the heads see of training sample `sample` of `data`, whose pass left `state`.
+fn head_sample<'a>(
+    state: &'a SampleState,
+    data: &'a dyn Examples,
+    sample: usize,
+) -> HeadSample<'a> {
+    HeadSample {
+        input: state.input.get(data, sample),
+        shortlist: &state.shortlist,
+        labels: data.labels(sample),
     }
-    for (i, (state, &sample)) in states.iter().zip(batch).enumerate() {
-        if let (Some(next), Some(&next_sample)) = (states.get(i + 1), batch.get(i + 1)) {
-            let input = next.input.get(data, next_sample);
-            wide.slots(
-                input,
-                &next.shortlist,
-                &mut scratch.next_x,
-                &mut scratch.next_slots,
-            );
-            wide.prefetch(&scratch.next_slots);
-        }
-        let labels = data.labels(sample);
-        loss += f64::from(wide.train_sample(
-            &x,
-            &state.shortlist,
-            labels,
-            &slots,
-            lr,
-            &mut scratch.updates,
-        ));
-        std::mem::swap(&mut x, &mut scratch.next_x);
-        std::mem::swap(&mut slots, &mut scratch.next_slots);
-    }
-    (scratch.x, scratch.slots) = (x, slots);
-    loss
 }

@@ -57,9 +57,17 @@ pub fn network(input_dim: usize, layers: Vec<LayerConfig>, lr: f32, seed: u64) -
     .expect("valid config")
 }
 
-/// The bits of a network's wide head's weights, for comparisons bit for bit.
+/// The bits of a network's per-label linear head's weights, for comparisons bit for bit.
+#[allow(irrefutable_let_patterns, unreachable_patterns)]
 pub fn head_bits(net: &Network) -> Vec<u32> {
-    let table = net.wide().expect("a network with a wide head").table();
+    let table = net
+        .heads()
+        .iter()
+        .find_map(|head| match head {
+            slide::head::AnyHead::LabelLinear(linear) => Some(linear.table()),
+            _ => None,
+        })
+        .expect("a network with a per-label linear head");
     table.iter().map(|w| w.to_bits()).collect()
 }
 

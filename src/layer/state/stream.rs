@@ -285,8 +285,9 @@ impl SparseLayer {
 }
 
 /// Passes the values of `rows`, one after another, to `sink` as little-endian bytes, in
-/// pieces of at most [`PIECE`] bytes.
-pub(crate) fn write_rows<'a, T: Copy + 'a, E>(
+/// pieces of at most 512 KiB: how a part of a network (a layer, a head) writes a tensor of
+/// its state.
+pub fn write_rows<'a, T: Copy + 'a, E>(
     rows: impl Iterator<Item = &'a [T]>,
     le: fn(T) -> [u8; 4],
     sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
@@ -390,7 +391,9 @@ fn read_values<S: StateSource + ?Sized, T>(
     Ok(())
 }
 
-pub(crate) fn read_u32s<S: StateSource + ?Sized>(
+/// Fills `out` with tensor `name` of `source`, u32 values, read in pieces: how a part of a
+/// network reads a tensor of its state.
+pub fn read_u32s<S: StateSource + ?Sized>(
     source: &mut S,
     name: &str,
     out: &mut [u32],
@@ -398,7 +401,8 @@ pub(crate) fn read_u32s<S: StateSource + ?Sized>(
     read_values(source, name, out, u32::from_le_bytes)
 }
 
-pub(crate) fn read_f32s<S: StateSource + ?Sized>(
+/// Fills `out` with tensor `name` of `source`, f32 values, read in pieces.
+pub fn read_f32s<S: StateSource + ?Sized>(
     source: &mut S,
     name: &str,
     out: &mut [f32],

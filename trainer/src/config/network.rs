@@ -18,7 +18,7 @@ impl Config {
             adam: t.adam,
             rebuild: t.rebuild,
             seed: t.seed,
-            wide: self.network.wide,
+            heads: self.network.heads.clone(),
             input_power: self.network.input_power.unwrap_or(1.0),
         }
         .with_epoch_length(t.steps_per_epoch(train_samples))

@@ -87,10 +87,11 @@ pub struct NetworkSection {
     /// read; errors name the layer.
     #[serde(deserialize_with = "layers_in_place")]
     pub layers: Vec<LayerConfig>,
-    /// `[network.wide]`: the core's [`slide::WideConfig`] (`bits`, `lr`, `weight`,
-    /// `shortlist`), per-label linear classifiers on the input features that re-rank the
-    /// network's best outputs; absent: none.
-    pub wide: Option<slide::WideConfig>,
+    /// `[[network.heads]]`: the core's [`slide::HeadConfig`]s, parts of the model that score
+    /// outputs beside the last layer (`kind = "label-linear"`, `"rare-labels"`, with their
+    /// own keys); absent: none.
+    #[serde(default)]
+    pub heads: Vec<slide::HeadConfig>,
     /// The power each input value is raised to before the network reads it, each sample's
     /// input keeping its L2 norm (the core's [`slide::NetworkConfig::input_power`]); absent:
     /// 1, the inputs as stored.

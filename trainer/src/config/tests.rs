@@ -594,8 +594,8 @@ fn keys_of<T: for<'de> serde::Deserialize<'de>>() -> Vec<&'static str> {
 
 /// Every key the other sections' types read is documented in configs/README.md (the
 /// `[train]` table is checked both ways above): `[data]`, `[[network.layers]]`,
-/// `[network]`'s own keys, `[network.layers.lsh]` and its warm-up, `[network.wide]`,
-/// `[log]`, `[checkpoint]`.
+/// `[network]`'s own keys, `[network.layers.lsh]` and its warm-up, each head kind's
+/// `[[network.heads]]` keys, `[log]`, `[checkpoint]`.
 #[test]
 fn configs_readme_names_every_key_of_every_section() {
     let readme =
@@ -630,7 +630,7 @@ fn configs_readme_names_every_key_of_every_section() {
     // `[network]`'s own keys, less its two sub-tables (named as sections below).
     let network: Vec<&'static str> = keys_of::<NetworkSection>()
         .into_iter()
-        .filter(|k| !["layers", "wide"].contains(k))
+        .filter(|k| !["layers", "heads"].contains(k))
         .collect();
     let sections = [
         ("[data]", keys_of::<DataConfig>()),
@@ -638,7 +638,14 @@ fn configs_readme_names_every_key_of_every_section() {
         ("[[network.layers]]", keys_of::<slide::LayerConfig>()),
         ("[network.layers.lsh]", lsh_keys),
         ("[network.layers.lsh.warmup]", keys_of::<slide::Warmup>()),
-        ("[network.wide]", keys_of::<slide::WideConfig>()),
+        (
+            "kind = \"label-linear\"",
+            keys_of::<slide::head::label_linear::LabelLinearConfig>(),
+        ),
+        (
+            "kind = \"rare-labels\"",
+            keys_of::<slide::head::rare_labels::RareLabelsConfig>(),
+        ),
         ("[log]", keys_of::<LogConfig>()),
         ("[checkpoint]", keys_of::<CheckpointConfig>()),
     ];
@@ -655,47 +662,59 @@ fn configs_readme_names_every_key_of_every_section() {
     }
 }
 
-/// `[network.wide]` reaches the core's `WideConfig` with its defaults for the keys left out
-/// and into the network config; a value out of range is refused naming the key, and an
-/// unknown key by name.
+/// `[[network.heads]]` reach the core's head configs with their defaults for the keys left
+/// out and into the network config; a value out of range is refused naming the key, an
+/// unknown key or kind by name. `[network.wide]` of old reads as the two heads it was.
 #[test]
-fn wide_keys_reach_the_core_type() {
+fn head_keys_reach_the_core_types() {
+    use slide::head::label_linear::LabelLinearConfig;
+    use slide::head::rare_labels::RareLabelsConfig;
     let data = "[data]\nformat = \"xmc\"\ntrain = \"a\"\ntest = \"b\"\n\
                 [[network.layers]]\nsize = 4\nactivation = \"softmax\"\n";
-    let path = Path::new("wide.toml");
-    assert_eq!(parse(data, path, &[]).unwrap().network.wide, None);
-    let config = parse(
-        data,
-        path,
-        &["network.wide={ bits = 20, weight = 0.25, epochs = 3 }".into()],
-    )
-    .unwrap();
-    let wide = slide::WideConfig {
-        bits: 20,
-        weight: 0.25,
-        epochs: 3,
-        ..slide::WideConfig::default()
+    let path = Path::new("heads.toml");
+    assert_eq!(parse(data, path, &[]).unwrap().network.heads, vec![]);
+    let with_heads = |heads: &str| format!("{data}{heads}");
+    let linear =
+        "[[network.heads]]\nkind = \"label-linear\"\nbits = 20\nweight = 0.25\nepochs = 3\n";
+    let rare = "[[network.heads]]\nkind = \"rare-labels\"\nlabels = 8\n";
+    let config = parse(&with_heads(&format!("{linear}{rare}")), path, &[]).unwrap();
+    let want = vec![
+        slide::HeadConfig::LabelLinear(LabelLinearConfig {
+            bits: 20,
+            weight: 0.25,
+            epochs: 3,
+            ..LabelLinearConfig::default()
+        }),
+        slide::HeadConfig::RareLabels(RareLabelsConfig {
+            labels: 8,
+            ..RareLabelsConfig::default()
+        }),
+    ];
+    assert_eq!(config.network.heads, want);
+    assert_eq!(config.network(10, 100).heads, want);
+    let old = "[network.wide]\nbits = 20\nweight = 0.25\nepochs = 3\nrare_labels = 8\n";
+    assert_eq!(
+        parse(&with_heads(old), path, &[]).unwrap().network.heads,
+        want
+    );
+    let message = |set: &str| {
+        let text = with_heads(linear);
+        format!("{:#}", parse(&text, path, &[set.into()]).unwrap_err())
     };
-    assert_eq!(config.network.wide, Some(wide));
-    assert_eq!(config.network(10, 100).wide, Some(wide));
-    let message = |set: &str| format!("{:#}", parse(data, path, &[set.into()]).unwrap_err());
-    let bad = message("network.wide={ bits = 40 }");
+    let bad = message("network.heads.0.bits=40");
     assert!(
-        bad.contains("network.wide.bits: must be between 10 and 32"),
+        bad.contains("network.heads.label-linear.bits: must be between 10 and 32"),
         "{bad}"
     );
-    let bad = message("network.wide={ bias = -1 }");
+    let bad = message("network.heads.0.bias=-1");
     assert!(
-        bad.contains("network.wide.bias: must be 0 or more"),
+        bad.contains("network.heads.label-linear.bias: must be 0 or more"),
         "{bad}"
     );
-    let bad = message("network.wide={ epochs = 101 }");
-    assert!(
-        bad.contains("network.wide.epochs: must be at most 100"),
-        "{bad}"
-    );
-    let unknown = message("network.wide={ buckets = 20 }");
+    let unknown = message("network.heads.0.buckets=20");
     assert!(unknown.contains("buckets"), "{unknown}");
+    let unknown = message("network.heads.0.kind=\"tree\"");
+    assert!(unknown.contains("tree"), "{unknown}");
 }
 
 /// `[network] input_power` reaches the core's network config (1, the inputs as stored,

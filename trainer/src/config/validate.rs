@@ -33,8 +33,8 @@ impl Config {
         {
             bail!("network.input_power: must be a finite number above 0, got {p}");
         }
-        if let Some(wide) = &self.network.wide {
-            wide.validate().map_err(|e| match e {
+        for head in &self.network.heads {
+            head.validate().map_err(|e| match e {
                 SlideError::InvalidConfig { what, reason } => anyhow!("network.{what}: {reason}"),
                 e => anyhow::Error::new(e),
             })?;

@@ -122,7 +122,7 @@ pub fn train(
     // run stopped by it and resumed takes the same learning rates as one never stopped.
     let per_epoch = t.steps_per_epoch(train.examples().len());
     let schedule_steps = per_epoch * t.epochs as u64;
-    let head_steps = per_epoch * net.wide().map_or(0, |w| w.config().epochs) as u64;
+    let head_steps = per_epoch * net.heads().alone_epochs() as u64;
     let total_steps = match t.max_steps {
         0 => schedule_steps + head_steps,
         max => (schedule_steps + head_steps).min(max),
@@ -192,7 +192,7 @@ struct Loop<'a> {
     saved_at: u64,
     /// Steps the learning-rate schedule spans: the network's epochs.
     schedule_steps: u64,
-    /// Steps of the wide head's own epochs, after the network's.
+    /// Steps of the heads' own epochs, after the network's.
     head_steps: u64,
     /// A metrics record at least every this many steps.
     report_every: u64,
@@ -244,8 +244,7 @@ impl<'a> Loop<'a> {
         let t = &self.config.train;
         let mut order: Vec<usize> = (0..self.train.len()).collect();
         let mut finished_at = (start.epoch, start.batch);
-        let head = self.net.wide().map(|w| *w.config());
-        let head_epochs = head.map_or(0, |h| h.epochs);
+        let head_epochs = self.net.heads().alone_epochs();
         for epoch in start.epoch..=t.epochs + head_epochs {
             shuffle(&mut order, t.seed, epoch);
             let batches = order.chunks(t.batch_size);
@@ -253,13 +252,13 @@ impl<'a> Loop<'a> {
             let skip = if epoch == start.epoch { start.batch } else { 0 };
             for (b, batch) in batches.enumerate().skip(skip) {
                 let (net, ws, stats) = (&mut self.net, &mut self.ws, &mut self.stats);
-                // After the network's epochs, the wide head's own (`network.wide.epochs`).
-                let rate = match head {
-                    Some(h) if epoch > t.epochs => {
-                        let k = net.step().saturating_sub(self.schedule_steps);
-                        Rate::Head(h.head_only_lr(k, self.head_steps))
-                    }
-                    _ => Rate::Network(t.schedule.rate(
+                // After the network's epochs, the heads' own (a head's `epochs`).
+                let rate = match epoch > t.epochs {
+                    true => Rate::Heads {
+                        step: net.step().saturating_sub(self.schedule_steps),
+                        steps: self.head_steps,
+                    },
+                    false => Rate::Network(t.schedule.rate(
                         t.adam.lr,
                         net.step() + 1,
                         self.schedule_steps,
@@ -270,7 +269,7 @@ impl<'a> Loop<'a> {
                 // The network's rate in the metrics; 0 while the head trains alone.
                 let lr = match rate {
                     Rate::Network(lr) => lr,
-                    Rate::Head(_) => 0.0,
+                    Rate::Heads { .. } => 0.0,
                 };
                 self.report.add(&self.stats, batch.len());
                 finished_at = (epoch, b + 1);

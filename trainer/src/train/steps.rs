@@ -1,5 +1,5 @@
 //! The training loop's steps: the epochs' shuffles, and a step of the network or of the
-//! wide head alone, stopping the run with a message when it diverges.
+//! heads alone, stopping the run with a message when it diverges.
 
 use std::path::Path;
 
@@ -33,10 +33,15 @@ pub(super) fn shuffle(order: &mut [usize], seed: u64, epoch: usize) {
 /// What a step trains, at which learning rate.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Rate {
-    /// The network (and a wide head beside it), at Adam's rate.
+    /// The network (and its heads beside it), at Adam's rate.
     Network(f32),
-    /// The wide head alone (`network.wide.epochs`), at its SGD rate.
-    Head(f32),
+    /// The heads alone (a head's `epochs`), head-only step `step` of `steps`.
+    Heads {
+        /// The head-only step, from 0.
+        step: u64,
+        /// Head-only steps in all.
+        steps: u64,
+    },
 }
 
 /// One training step of `batch` at `rate`; a diverging step (an error saying so, or a loss
@@ -59,11 +64,11 @@ pub(super) fn train_step(
             let result = net.train_step_with(ws, train, batch, stats);
             (result, "train.lr", "the loss")
         }
-        Rate::Head(lr) => {
+        Rate::Heads { step, steps } => {
             let result = net
-                .train_head_step(ws, train, batch, lr)
-                .map(|head| *stats = head);
-            (result, "network.wide.lr", "the wide head's loss")
+                .train_heads_step(ws, train, batch, (step, steps))
+                .map(|heads| *stats = heads);
+            (result, "the heads' lr", "the heads' loss")
         }
     };
     let diverged = |what: String| diverged(this_step, checkpoints, what, setting);

@@ -29,6 +29,9 @@ const ABLATIONS: [(&str, &str); 2] = [("uniform", "uniform"), ("exact_picks", "e
 /// `config` to their new names and returns one note per key rewritten.
 pub(super) fn upgrade(config: &mut Table) -> Result<Vec<String>> {
     let mut notes = Vec::new();
+    if let Some(network) = config.get_mut("network").and_then(Value::as_table_mut) {
+        upgrade_wide(network, &mut notes)?;
+    }
     let layers = config
         .get_mut("network")
         .and_then(Value::as_table_mut)
@@ -45,6 +48,44 @@ pub(super) fn upgrade(config: &mut Table) -> Result<Vec<String>> {
         }
     }
     Ok(notes)
+}
+
+/// `[network.wide]` of old, the wide head, is now two heads of `[[network.heads]]`: its
+/// per-label linear classifiers (`kind = "label-linear"`, with `bits`, `lr`, `weight`,
+/// `shortlist`, `epochs` and `bias`) and, with `rare_labels` above 0, the candidates from
+/// rare features (`kind = "rare-labels"`: `labels` from `rare_labels`, `max_df` from
+/// `rare_df`).
+fn upgrade_wide(network: &mut Table, notes: &mut Vec<String>) -> Result<()> {
+    let Some(wide) = network.remove("wide") else {
+        return Ok(());
+    };
+    let Value::Table(mut linear) = wide else {
+        bail!("network.wide: expected a table (now [[network.heads]])");
+    };
+    if network.contains_key("heads") {
+        bail!("network.wide is the old form of [[network.heads]]; give the heads only");
+    }
+    let (labels, max_df) = (linear.remove("rare_labels"), linear.remove("rare_df"));
+    linear.insert("kind".into(), Value::String("label-linear".into()));
+    let mut heads = vec![Value::Table(linear)];
+    if let Some(labels) = labels.filter(|l| l.as_integer() != Some(0)) {
+        let mut rare = Table::from_iter([
+            ("kind".to_string(), Value::String("rare-labels".into())),
+            ("labels".to_string(), labels),
+        ]);
+        if let Some(max_df) = max_df {
+            rare.insert("max_df".into(), max_df);
+        }
+        heads.push(Value::Table(rare));
+    }
+    network.insert("heads".into(), Value::Array(heads));
+    notes.push(
+        "network.wide is now [[network.heads]]: kind = \"label-linear\" (bits, lr, weight, \
+         shortlist, epochs, bias) and, for its rare_labels and rare_df, kind = \"rare-labels\" \
+         (labels, max_df); read as such"
+            .to_string(),
+    );
+    Ok(())
 }
 
 /// `init = "normal"` or `"uniform"` with `init_scale = x` becomes the core's

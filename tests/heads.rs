@@ -1,6 +1,7 @@
-//! The wide head ([`slide::WideHead`]) in a network: it leaves the ranking alone until it
-//! is trained, learns what a narrow network cannot, trains the same for any thread count,
-//! travels with the network's state, and is refused where it is not supported.
+//! Heads in a network ([`slide::head`]): the per-label linear head leaves the ranking alone
+//! until it is trained, learns what a narrow network cannot, trains the same for any thread
+//! count; the rare-labels head reaches what the shortlist misses; both travel with the
+//! network's state, and heads are refused where they are not supported.
 
 mod common;
 
@@ -10,8 +11,10 @@ use common::*;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use slide::comm::InProcess;
+use slide::head::label_linear::LabelLinearConfig;
+use slide::head::rare_labels::RareLabelsConfig;
 use slide::{
-    Activation, EvalOptions, Examples, Mode, Network, NetworkConfig, SparseExamples, WideConfig,
+    Activation, EvalOptions, Examples, HeadConfig, Mode, Network, NetworkConfig, SparseExamples,
     Workspace,
 };
 
@@ -19,15 +22,15 @@ const INPUTS: usize = 80;
 const LABELS: u32 = 60;
 
 /// Input -> `hidden` ReLU (input-major) -> 60 softmax outputs, every output computed,
-/// with the wide head of `wide` (12 bits: 4,096 weights).
-fn config(hidden: usize, wide: Option<WideConfig>, seed: u64) -> NetworkConfig {
+/// with `heads`.
+fn config(hidden: usize, heads: Vec<HeadConfig>, seed: u64) -> NetworkConfig {
     NetworkConfig {
         adam: slide::AdamConfig {
             lr: 0.01,
             ..Default::default()
         },
         seed,
-        wide,
+        heads,
         ..NetworkConfig::new(
             INPUTS,
             vec![
@@ -38,13 +41,18 @@ fn config(hidden: usize, wide: Option<WideConfig>, seed: u64) -> NetworkConfig {
     }
 }
 
-fn small_wide() -> WideConfig {
-    WideConfig {
+/// A per-label linear head of 12 bits (4,096 weights) on the best 8.
+fn small_linear() -> LabelLinearConfig {
+    LabelLinearConfig {
         bits: 12,
         lr: 0.5,
         shortlist: 8,
-        ..WideConfig::default()
+        ..LabelLinearConfig::default()
     }
+}
+
+fn linear(config: LabelLinearConfig) -> Vec<HeadConfig> {
+    vec![HeadConfig::LabelLinear(config)]
 }
 
 fn train_epochs(net: &mut Network, data: &SparseExamples, epochs: usize, batch: usize) {
@@ -86,8 +94,8 @@ fn predicted_ids(net: &Network, data: &SparseExamples, mode: Mode) -> Vec<Vec<u3
 #[test]
 fn an_untrained_wide_head_leaves_the_ranking_as_it_is() {
     let data = sparse_data(200, INPUTS, LABELS, 3);
-    let plain = Network::new(config(16, None, 5)).unwrap();
-    let with = Network::new(config(16, Some(small_wide()), 5)).unwrap();
+    let plain = Network::new(config(16, vec![], 5)).unwrap();
+    let with = Network::new(config(16, linear(small_linear()), 5)).unwrap();
     for mode in [Mode::EvalExact, Mode::EvalLsh] {
         assert_eq!(
             predicted_ids(&plain, &data, mode),
@@ -103,8 +111,8 @@ fn an_untrained_wide_head_leaves_the_ranking_as_it_is() {
 #[test]
 fn the_wide_head_learns_what_a_narrow_network_cannot() {
     let data = sparse_data(600, INPUTS, LABELS, 7);
-    let mut plain = Network::new(config(2, None, 1)).unwrap();
-    let mut with = Network::new(config(2, Some(small_wide()), 1)).unwrap();
+    let mut plain = Network::new(config(2, vec![], 1)).unwrap();
+    let mut with = Network::new(config(2, linear(small_linear()), 1)).unwrap();
     train_epochs(&mut plain, &data, 6, 32);
     train_epochs(&mut with, &data, 6, 32);
     let (p_plain, p_with) = (
@@ -115,7 +123,7 @@ fn the_wide_head_learns_what_a_narrow_network_cannot() {
     assert!(p_plain < 0.3, "without the head: P@1 {p_plain}");
     assert!(p_with > 0.55, "with the head: P@1 {p_with}");
     // The head has learned: its table is not all zero.
-    assert!(with.wide().unwrap().table().iter().any(|&w| w != 0.0));
+    assert!(head_bits(&with).iter().any(|&w| w != 0));
 }
 
 /// One and two threads give the same head, bit for bit, and the same predictions.
@@ -128,7 +136,7 @@ fn wide_training_is_bit_identical_with_one_and_two_threads() {
             .build()
             .unwrap();
         pool.install(|| {
-            let mut net = Network::new(config(16, Some(small_wide()), 2)).unwrap();
+            let mut net = Network::new(config(16, linear(small_linear()), 2)).unwrap();
             train_epochs(&mut net, &data, 2, 32);
             (head_bits(&net), predicted_ids(&net, &data, Mode::EvalExact))
         })
@@ -138,13 +146,14 @@ fn wide_training_is_bit_identical_with_one_and_two_threads() {
     assert_eq!(one, two);
 }
 
-/// The head's weights travel with the network's state (`wide.table`): a network built
+/// The head's weights travel with the network's state (`wide.table`, its name from when it
+/// was the wide head): a network built
 /// afresh and given the state predicts what the trained one predicts; a state without the
 /// table is refused with a message naming it.
 #[test]
-fn the_wide_head_travels_with_the_state() {
+fn the_linear_head_travels_with_the_state() {
     let data = sparse_data(200, INPUTS, LABELS, 13);
-    let mut trained = Network::new(config(16, Some(small_wide()), 4)).unwrap();
+    let mut trained = Network::new(config(16, linear(small_linear()), 4)).unwrap();
     train_epochs(&mut trained, &data, 2, 32);
     let names: Vec<String> = trained
         .state_tensors()
@@ -153,18 +162,15 @@ fn the_wide_head_travels_with_the_state() {
         .collect();
     assert!(names.contains(&"wide.table".to_string()), "{names:?}");
     let state = trained.export_state();
-    assert_eq!(state.wide.len(), 4096);
-    let mut restored = Network::with_empty_tables(config(16, Some(small_wide()), 9)).unwrap();
+    assert_eq!(state.heads[0].shape, [4096]);
+    let mut restored = Network::with_empty_tables(config(16, linear(small_linear()), 9)).unwrap();
     restored.import_state(&state).unwrap();
-    assert_eq!(
-        restored.wide().unwrap().table(),
-        trained.wide().unwrap().table()
-    );
+    assert_eq!(head_bits(&restored), head_bits(&trained));
     assert_eq!(
         predicted_ids(&restored, &data, Mode::EvalExact),
         predicted_ids(&trained, &data, Mode::EvalExact)
     );
-    let without = Network::new(config(16, None, 4)).unwrap().export_state();
+    let without = Network::new(config(16, vec![], 4)).unwrap().export_state();
     let message = restored.import_state(&without).unwrap_err().to_string();
     assert!(message.contains("wide.table"), "{message}");
 }
@@ -172,38 +178,44 @@ fn the_wide_head_travels_with_the_state() {
 /// The head re-ranks a whole rank's view of the outputs; split between ranks it is refused
 /// at construction, naming the setting.
 #[test]
-fn a_wide_head_on_a_split_output_layer_is_refused() {
+fn a_head_on_a_split_output_layer_is_refused() {
     let comm = InProcess::group(2).into_iter().next().unwrap();
-    let error = Network::sharded(config(16, Some(small_wide()), 1), Arc::new(comm))
+    let error = Network::sharded(config(16, linear(small_linear()), 1), Arc::new(comm))
         .err()
         .expect("refused")
         .to_string();
-    assert!(error.contains("network.wide"), "{error}");
+    assert!(error.contains("network.heads"), "{error}");
 }
 
 /// Settings out of range are refused when the network is built, naming the key.
 #[test]
-fn wide_settings_are_checked_when_the_network_is_built() {
-    let bad = WideConfig {
+fn head_settings_are_checked_when_the_network_is_built() {
+    let bad = LabelLinearConfig {
         shortlist: 2,
-        ..small_wide()
+        ..small_linear()
     };
-    let error = Network::new(config(16, Some(bad), 1))
+    let error = Network::new(config(16, linear(bad), 1))
         .err()
         .expect("refused")
         .to_string();
-    assert!(error.contains("wide.shortlist"), "{error}");
+    assert!(error.contains("heads.label-linear.shortlist"), "{error}");
+    let twice = [linear(small_linear()), linear(small_linear())].concat();
+    let error = Network::new(config(16, twice, 1))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(error.contains("listed twice"), "{error}");
 }
 
-/// Head-only steps (`Network::train_head_step`, what `network.wide.epochs` runs after the
+/// Head-only steps (`Network::train_heads_step`, what a head's `epochs` runs after the
 /// network's epochs) move the head and nothing else: the layers' weights, moments and
 /// tables stay bit for bit, each step is counted, and the head's loss falls over its
 /// epochs (measured: mean shortlist loss 0.526 in the first head-only epoch, 0.160 in the
-/// fourth). Without a head, or at a rate above 1, the step is refused naming the setting.
+/// fourth). Without a head that learns, the step is refused naming the setting.
 #[test]
 fn head_only_steps_train_the_head_and_leave_the_network_alone() {
     let data = sparse_data(400, INPUTS, LABELS, 17);
-    let mut net = Network::new(config(8, Some(small_wide()), 3)).unwrap();
+    let mut net = Network::new(config(8, linear(small_linear()), 3)).unwrap();
     train_epochs(&mut net, &data, 2, 32);
     let before = net.export_state();
     let mut ws = Workspace::new();
@@ -213,7 +225,7 @@ fn head_only_steps_train_the_head_and_leave_the_network_alone() {
         let mut sum = 0.0;
         for chunk in all.chunks(32) {
             sum += net
-                .train_head_step(&mut ws, &data, chunk, 0.2)
+                .train_heads_step(&mut ws, &data, chunk, (0, 1))
                 .unwrap()
                 .loss;
         }
@@ -223,23 +235,18 @@ fn head_only_steps_train_the_head_and_leave_the_network_alone() {
     let after = net.export_state();
     assert_eq!(after.step, before.step + 4 * 13);
     assert!(after.layers == before.layers, "the layers moved");
-    assert!(after.wide != before.wide, "the head did not move");
+    assert!(after.heads != before.heads, "the head did not move");
     assert!(
         epoch_loss[3] < 0.5 * epoch_loss[0],
         "the head's loss: {epoch_loss:?}"
     );
 
-    let mut plain = Network::new(config(8, None, 3)).unwrap();
+    let mut plain = Network::new(config(8, vec![], 3)).unwrap();
     let error = plain
-        .train_head_step(&mut ws, &data, &all[..32], 0.2)
+        .train_heads_step(&mut ws, &data, &all[..32], (0, 1))
         .unwrap_err()
         .to_string();
-    assert!(error.contains("network.wide"), "{error}");
-    let error = net
-        .train_head_step(&mut ws, &data, &all[..32], 1.5)
-        .unwrap_err()
-        .to_string();
-    assert!(error.contains("wide.lr"), "{error}");
+    assert!(error.contains("network.heads"), "{error}");
 }
 
 /// Samples of label `l` (of 60) share one word that no other label's samples have (feature
@@ -268,11 +275,22 @@ fn rare_labels_reach_what_the_shortlist_misses() {
     };
     let (train, test) = (family(3, 1), family(1, 2));
     let config = |rare_labels: usize| NetworkConfig {
-        wide: Some(WideConfig {
-            shortlist: 5,
-            rare_labels,
-            ..small_wide()
-        }),
+        heads: [
+            linear(LabelLinearConfig {
+                shortlist: 5,
+                ..small_linear()
+            }),
+            (rare_labels > 0)
+                .then(|| {
+                    HeadConfig::RareLabels(RareLabelsConfig {
+                        labels: rare_labels,
+                        ..RareLabelsConfig::default()
+                    })
+                })
+                .into_iter()
+                .collect(),
+        ]
+        .concat(),
         ..NetworkConfig::new(
             160,
             vec![
@@ -296,10 +314,7 @@ fn rare_labels_reach_what_the_shortlist_misses() {
     assert!(names.contains(&"wide.rare.starts".to_string()), "{names:?}");
     let mut restored = Network::with_empty_tables(config(4)).unwrap();
     restored.import_state(&with.export_state()).unwrap();
-    assert_eq!(
-        restored.wide().unwrap().rare_index(),
-        with.wide().unwrap().rare_index()
-    );
+    assert_eq!(restored.export_state().heads, with.export_state().heads);
     assert_eq!(
         predicted_ids(&restored, &test, Mode::EvalExact),
         predicted_ids(&with, &test, Mode::EvalExact)
@@ -311,10 +326,8 @@ fn rare_labels_reach_what_the_shortlist_misses() {
     assert!(message.contains("wide.rare.starts"), "{message}");
     // An index naming a label beyond the output layer is refused, naming it.
     let mut bad = with.export_state();
-    let index = bad.wide_rare.as_ref().unwrap();
-    let (starts, mut entries) = (index.starts().to_vec(), index.entries().to_vec());
-    entries[0] = 999;
-    bad.wide_rare = slide::wide::RareIndex::from_parts(starts, entries);
+    let entries = bad.heads.iter_mut().find(|t| t.name == "wide.rare.entries");
+    entries.unwrap().bytes[..4].copy_from_slice(&999u32.to_le_bytes());
     let message = restored.import_state(&bad).unwrap_err().to_string();
     assert!(message.contains("label 999"), "{message}");
 }

@@ -9,8 +9,8 @@
 //! training samples have points at their labels whatever the network has learned about it.
 //! The index keeps, for each feature that at most `max_df` training samples have, how often
 //! each label occurs with it; a sample's candidates are the labels summed over its rare
-//! features, the most frequent first. They join the wide head's shortlist, in training (as
-//! positives or negatives of the head) and in prediction.
+//! features, the most frequent first. They join the shortlist, in training (as positives or
+//! negatives of the heads that learn on it) and in prediction.
 
 use slide_lsh::Vector;
 

@@ -1,61 +1,57 @@
-//! The wide head: per-label linear classifiers on the network's raw input features, beside
-//! the network, that re-rank its best outputs.
+//! The per-label linear head (`kind = "label-linear"`): per-label linear classifiers on the
+//! network's input features, beside the network, that re-rank its shortlist.
 //!
 //! On real extreme-classification data the network fits its own training samples no better
 //! than its test samples (deb-deps: training P@1 0.70 where label trees reach 0.91), and the
 //! labels it misses are tail labels that a few rare words give away. Label trees (Parabel,
 //! Omikuji) and one-vs-all linear models (DiSMEC) keep a linear classifier per label on the
-//! sparse features for exactly that. The wide head is such a set of classifiers, with every
+//! sparse features for exactly that. This head is such a set of classifiers, with every
 //! `(feature, label)` weight hashed into one table of `2^bits` floats (the hashing trick), so
 //! its size does not grow with features x labels. It never selects outputs: it scores the
-//! network's best few (its *shortlist*), as the shortlist-then-classifier networks of the
+//! network's best few (the *shortlist*), as the shortlist-then-classifier networks of the
 //! DeepXML line do, and is trained on the same shortlist with the sample's labels, by plain
 //! SGD on a squared hinge loss (one-vs-all: a label's classifier says yes or no on its own).
 //! docs/real-data.md has the measurements that led here.
 
 use slide_lsh::Vector;
 
-use crate::data::Examples;
-use crate::error::Result;
+use super::interface::{Head, HeadBatch, HeadRate, HeadScratch, HeadSettings};
+use crate::error::{Result, SlideError, config_error};
+use crate::layer::{Elem, StateSource, StateTensor};
 
 mod config;
-mod rare;
-pub(crate) use config::check_lr;
-pub use config::{MAX_SHORTLIST, WideConfig};
-pub use rare::RareIndex;
+pub use config::LabelLinearConfig;
 
-/// One `(label, coefficient)` update a training sample asks of the wide head: the
+/// The head's tensor in a network's state (its name from when the head was called the
+/// wide head: checkpoints keep it).
+pub const TABLE: &str = "wide.table";
+
+/// One `(label, coefficient)` update a training sample asks of the head: the
 /// label's weights move by `-coefficient * x_j` for each of the sample's features `j`.
-pub type WideUpdate = (u32, f32);
+pub type LinearUpdate = (u32, f32);
 
 /// Per-label linear classifiers on the input features, hashed into one table (see the
 /// module's documentation).
 #[derive(Debug, Clone, PartialEq)]
-pub struct WideHead {
-    config: WideConfig,
+pub struct LabelLinearHead {
+    config: LabelLinearConfig,
     table: Vec<f32>,
-    /// The rare features' labels, once built (with `rare_labels` above 0).
-    rare: Option<RareIndex>,
 }
 
-impl WideHead {
-    /// A head of `config`'s size with every weight zero (every wide score 0, so an
+impl LabelLinearHead {
+    /// A head of `config`'s size with every weight zero (every head score 0, so an
     /// untrained head leaves the network's ranking as it is).
-    pub fn new(config: WideConfig) -> Result<Self> {
+    pub fn new(config: LabelLinearConfig) -> Result<Self> {
         config.validate()?;
         // Random reads over tens of megabytes: huge pages spare most TLB misses. Written
         // once, so that the pages are backed as huge ones (see `zeroed_huge`).
         let mut table = crate::kernels::zeroed_huge(1usize << config.bits);
         table.fill(0.0);
-        Ok(WideHead {
-            config,
-            table,
-            rare: None,
-        })
+        Ok(LabelLinearHead { config, table })
     }
 
     /// The settings.
-    pub fn config(&self) -> &WideConfig {
+    pub fn config(&self) -> &LabelLinearConfig {
         &self.config
     }
 
@@ -82,7 +78,7 @@ impl WideHead {
         for_each_feature(input, self.config.bias, f);
     }
 
-    /// `label`'s wide score for `input`: the sum over its nonzero features `j` of
+    /// `label`'s head score for `input`: the sum over its nonzero features `j` of
     /// `x_j * w(j, label)`, plus `bias * w(bias, label)`.
     pub fn score(&self, input: Vector<'_>, label: u32) -> f32 {
         let mut sum = 0.0f32;
@@ -90,7 +86,7 @@ impl WideHead {
         sum
     }
 
-    /// The derivative of the squared hinge loss `max(0, 1 - y s)^2` at wide score `s`,
+    /// The derivative of the squared hinge loss `max(0, 1 - y s)^2` at head score `s`,
     /// `y = +1` for a label of the sample and `-1` otherwise: `-2 y max(0, 1 - y s)`
     /// (0 once the margin is met).
     pub fn hinge_gradient(score: f32, positive: bool) -> f32 {
@@ -99,14 +95,14 @@ impl WideHead {
     }
 
     /// The sample's updates: for each output in `shortlist` (deduplicated, with every label
-    /// among them), its wide score's loss derivative, pushed onto `updates`. Returns the
+    /// among them), its head score's loss derivative, pushed onto `updates`. Returns the
     /// sum of the squared hinge losses.
     pub fn gradients(
         &self,
         input: Vector<'_>,
         shortlist: &[u32],
         labels: &[u32],
-        updates: &mut Vec<WideUpdate>,
+        updates: &mut Vec<LinearUpdate>,
     ) -> f32 {
         let mut loss = 0.0;
         for &id in shortlist {
@@ -128,7 +124,7 @@ impl WideHead {
     /// by `-lr * gradient * x_j / |x|^2`. Dividing by the squared norm (the bias's square
     /// included) moves a score by `-lr * gradient` whatever the input's scale, so one rate
     /// serves any data.
-    pub fn apply(&mut self, input: Vector<'_>, updates: &[WideUpdate], lr: f32) {
+    pub fn apply(&mut self, input: Vector<'_>, updates: &[LinearUpdate], lr: f32) {
         let mut norm2 = 0.0f32;
         self.for_each_feature(input, |_, x| norm2 += x * x);
         if norm2 == 0.0 {
@@ -157,7 +153,7 @@ impl WideHead {
         labels: &[u32],
         slots: &[u32],
         lr: f32,
-        updates: &mut Vec<WideUpdate>,
+        updates: &mut Vec<LinearUpdate>,
     ) -> f32 {
         let norm2: f32 = x.iter().map(|v| v * v).sum();
         if norm2 == 0.0 {
@@ -217,74 +213,171 @@ impl WideHead {
         }
     }
 
-    /// The rare features' index, once built or read back.
-    pub fn rare_index(&self) -> Option<&RareIndex> {
-        self.rare.as_ref()
-    }
-
-    /// Sets the rare features' index (one built from the training data, or read back).
-    pub fn set_rare_index(&mut self, index: RareIndex) {
-        self.rare = Some(index);
-    }
-
-    /// Builds the rare features' index from `data` (the training samples) unless there is
-    /// one or the head takes no rare labels.
-    pub fn ensure_rare_index(&mut self, data: &dyn Examples) {
-        if self.config.rare_labels > 0 && self.rare.is_none() {
-            self.rare = Some(RareIndex::build(data, self.config.rare_df));
-        }
-    }
-
-    /// Appends to `shortlist` up to [`rare_labels`](WideConfig::rare_labels) labels from
-    /// `input`'s rare features that it does not hold yet, passing over `skip` (a training
-    /// sample's own labels: its candidates are then those of the other samples).
-    pub(crate) fn add_rare_labels(
-        &self,
-        input: Vector<'_>,
-        skip: &[u32],
-        scratch: &mut Vec<(u32, u32)>,
-        shortlist: &mut Vec<u32>,
-    ) {
-        if let Some(index) = &self.rare {
-            index.candidates(input, skip, self.config.rare_labels, scratch, shortlist);
-        }
-    }
-
-    /// A sample's candidates for [`Self::rerank`] from the network's `best` `(logit,
-    /// output)` pairs (best first): its first [`shortlist`](WideConfig::shortlist), then the
-    /// labels of `input`'s rare features not among them, each with the logit of the last
-    /// shortlisted output.
-    pub fn candidates(&self, input: Vector<'_>, best: &[(f32, u32)]) -> Vec<(f32, u32)> {
-        let mut candidates = best[..self.config.shortlist.min(best.len())].to_vec();
-        let Some(&(floor, _)) = candidates.last() else {
-            return candidates;
-        };
-        if self.rare.is_some() {
-            let mut ids: Vec<u32> = candidates.iter().map(|&(_, id)| id).collect();
-            let shortlisted = ids.len();
-            self.add_rare_labels(input, &[], &mut Vec::new(), &mut ids);
-            candidates.extend(ids[shortlisted..].iter().map(|&id| (floor, id)));
-        }
-        candidates
-    }
-
     /// Whether every weight is finite.
     pub fn is_finite(&self) -> bool {
         self.table.iter().all(|w| w.is_finite())
     }
 
-    /// Re-ranks a sample's candidates, `(logit, output)` pairs, by `logit + weight * wide
-    /// score`, writing them back best first (ties: the lower output id).
-    pub fn rerank(&self, input: Vector<'_>, candidates: &mut [(f32, u32)]) {
+    /// The head's rate at `rate`: beside the network, its `lr` times the network's rate
+    /// over the network's first; alone, `lr` falling linearly to 0 over the head-only steps
+    /// ([`LabelLinearConfig::head_only_lr`]).
+    pub fn rate(&self, rate: HeadRate) -> f32 {
+        match rate {
+            HeadRate::WithNetwork { lr, peak } => self.config.lr * lr / peak,
+            HeadRate::Alone { step, steps } => self.config.head_only_lr(step, steps),
+        }
+    }
+}
+
+impl Head for LabelLinearHead {
+    fn shortlist(&self) -> usize {
+        self.config.shortlist
+    }
+
+    fn scores(&self) -> bool {
+        true
+    }
+
+    /// Adds `weight` times each candidate's head score to its score.
+    fn rescore(&self, input: Vector<'_>, candidates: &mut [(f32, u32)]) {
         for (z, id) in candidates.iter_mut() {
             *z += self.config.weight * self.score(input, *id);
         }
-        candidates.sort_by(|a, b| {
-            b.0.partial_cmp(&a.0)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(a.1.cmp(&b.1))
-        });
     }
+
+    fn learns(&self) -> bool {
+        true
+    }
+
+    fn alone_epochs(&self) -> usize {
+        self.config.epochs
+    }
+
+    /// Each sample of the batch in turn scores its shortlist with the weights as the samples
+    /// before it left them and takes one SGD step on it (plain per-sample SGD, as a linear
+    /// model is trained; one thread, in batch order, so the result does not depend on the
+    /// thread count). Returns the sum of the samples' squared hinge losses before their
+    /// steps.
+    fn train(&mut self, batch: &HeadBatch<'_>, scratch: &mut HeadScratch, rate: HeadRate) -> f64 {
+        let lr = self.rate(rate);
+        let scratch = scratch.get::<Scratch>();
+        let mut loss = 0.0f64;
+        // Each sample's slots are computed and their lines fetched one sample ahead.
+        let (mut x, mut slots) = (
+            std::mem::take(&mut scratch.x),
+            std::mem::take(&mut scratch.slots),
+        );
+        if !batch.is_empty() {
+            let first = batch.sample(0);
+            self.slots(first.input, first.shortlist, &mut x, &mut slots);
+        }
+        for i in 0..batch.len() {
+            if i + 1 < batch.len() {
+                let next = batch.sample(i + 1);
+                let (next_x, next_slots) = (&mut scratch.next_x, &mut scratch.next_slots);
+                self.slots(next.input, next.shortlist, next_x, next_slots);
+                self.prefetch(&scratch.next_slots);
+            }
+            let sample = batch.sample(i);
+            let updates = &mut scratch.updates;
+            loss += f64::from(self.train_sample(
+                &x,
+                sample.shortlist,
+                sample.labels,
+                &slots,
+                lr,
+                updates,
+            ));
+            std::mem::swap(&mut x, &mut scratch.next_x);
+            std::mem::swap(&mut slots, &mut scratch.next_slots);
+        }
+        (scratch.x, scratch.slots) = (x, slots);
+        loss
+    }
+
+    fn is_finite(&self) -> bool {
+        LabelLinearHead::is_finite(self)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.config.table_bytes()
+    }
+
+    fn state_tensors(&self) -> Vec<StateTensor> {
+        vec![StateTensor {
+            name: TABLE.to_string(),
+            elem: Elem::F32,
+            shape: vec![self.table.len()],
+        }]
+    }
+
+    fn write_state_tensor<E: From<SlideError>>(
+        &self,
+        name: &str,
+        sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        if name != TABLE {
+            return Err(
+                config_error("label-linear head", format!("has no tensor `{name}`")).into(),
+            );
+        }
+        crate::layer::write_rows(std::iter::once(&self.table[..]), f32::to_le_bytes, sink)
+    }
+
+    fn read_state<S: StateSource + ?Sized>(
+        &mut self,
+        _step: u64,
+        _outputs: usize,
+        source: &mut S,
+    ) -> std::result::Result<(), S::Error> {
+        let len = self.table.len();
+        if source.tensor(TABLE) != Some((Elem::F32, vec![len])) {
+            return Err(config_error(
+                "network state",
+                format!("needs the label-linear head's {TABLE} of {len} f32"),
+            )
+            .into());
+        }
+        crate::layer::read_f32s(source, TABLE, &mut self.table)
+    }
+}
+
+impl HeadSettings for LabelLinearConfig {
+    type Head = LabelLinearHead;
+
+    fn validate(&self) -> Result<()> {
+        LabelLinearConfig::validate(self)
+    }
+
+    /// The table's size as `wide.bits` (its name in checkpoints written before heads had
+    /// kinds, so that they still load), then every setting.
+    fn describe(&self, out: &mut Vec<(String, String)>) {
+        out.push(("wide.bits".to_string(), self.bits.to_string()));
+        out.push(("heads.label-linear".to_string(), format!("{self:?}")));
+    }
+
+    fn architecture(name: &str) -> bool {
+        name == "wide.bits"
+    }
+
+    fn estimated_bytes(&self) -> u64 {
+        self.table_bytes() as u64
+    }
+
+    fn build(&self) -> Result<LabelLinearHead> {
+        LabelLinearHead::new(*self)
+    }
+}
+
+/// The buffers of a training step: a sample's feature values and slots, the next sample's
+/// (fetched ahead), and a sample's updates.
+#[derive(Debug, Default)]
+struct Scratch {
+    x: Vec<f32>,
+    slots: Vec<u32>,
+    next_x: Vec<f32>,
+    next_slots: Vec<u32>,
+    updates: Vec<LinearUpdate>,
 }
 
 /// The bias feature's index: one no input has.

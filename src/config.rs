@@ -55,6 +55,9 @@ pub struct NetworkConfig {
 }
 
 impl NetworkConfig {
+    /// [`Self::input_power`]'s default: the inputs as stored.
+    pub const DEFAULT_INPUT_POWER: f32 = 1.0;
+
     /// A network of `layers` on `input_dim` inputs, with Adam's defaults, a table rebuild
     /// every 50 steps and seed 0. Set what differs:
     ///
@@ -72,7 +75,7 @@ impl NetworkConfig {
             rebuild: RebuildSchedule::default(),
             seed: 0,
             heads: Vec::new(),
-            input_power: 1.0,
+            input_power: Self::DEFAULT_INPUT_POWER,
         }
     }
 
@@ -86,12 +89,22 @@ impl NetworkConfig {
         self
     }
 
-    /// Checks the network-level rules (a softmax or sigmoid output layer and no other such
-    /// layer, no log-Q correction of a sigmoid, the optimizer's
-    /// and the schedule's ranges). Each layer's own settings are checked when it is built.
+    /// Checks the network-level rules ([`Self::validate_model`]) and the optimizer's and the
+    /// schedule's ranges. Each layer's own settings are checked when it is built.
     pub fn validate(&self) -> Result<()> {
+        self.validate_model()?;
+        self.adam.validate()?;
+        self.rebuild.validate()
+    }
+
+    /// Checks the model's own rules, each written once here (a config reader calls this
+    /// rather than repeating them): an input, an input power that is a finite number above
+    /// 0, at least one layer, a softmax or sigmoid output layer and no other such layer, no
+    /// log-Q correction of a sigmoid, valid heads. Errors name the key under `[network]`
+    /// (`input_power`, `layers`, `layers[I]`, `heads.KIND.KEY`).
+    pub fn validate_model(&self) -> Result<()> {
         if self.input_dim == 0 {
-            return Err(config_error("network", "input_dim must be at least 1"));
+            return Err(config_error("input_dim", "must be at least 1"));
         }
         if !(self.input_power.is_finite() && self.input_power > 0.0) {
             return Err(config_error(
@@ -100,11 +113,12 @@ impl NetworkConfig {
             ));
         }
         let Some(last) = self.layers.last() else {
-            return Err(config_error("network", "needs at least one layer"));
+            return Err(config_error("layers", "at least one layer is needed"));
         };
+        let output = format!("layers[{}]", self.layers.len() - 1);
         if !last.activation.is_output() {
             return Err(config_error(
-                "output layer",
+                output,
                 "must use the softmax or the sigmoid activation",
             ));
         }
@@ -113,20 +127,18 @@ impl NetworkConfig {
             .position(|l| l.activation.is_output())
         {
             return Err(config_error(
-                format!("layer {i}"),
+                format!("layers[{i}]"),
                 "softmax and sigmoid are only for the output layer",
             ));
         }
         if last.activation == Activation::Sigmoid && last.lsh.is_some_and(|l| l.negatives.log_q) {
             return Err(config_error(
-                "output layer",
+                output,
                 "log_q corrects a sampled softmax; a sigmoid output has no normaliser to \
                  correct (set log_q = false)",
             ));
         }
-        self.adam.validate()?;
-        crate::head::validate(&self.heads)?;
-        self.rebuild.validate()
+        crate::head::validate(&self.heads)
     }
 
     /// [`validate`](Self::validate) for a network whose output layer is split between

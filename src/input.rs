@@ -78,13 +78,13 @@ impl SampleInput {
 /// inputs as stored.
 #[cfg(feature = "serde")]
 pub(crate) fn stored() -> f32 {
-    1.0
+    crate::NetworkConfig::DEFAULT_INPUT_POWER
 }
 
 /// Whether an input power is the default (left out of a config's serde form).
 #[cfg(feature = "serde")]
 pub(crate) fn is_stored(power: &f32) -> bool {
-    *power == 1.0
+    *power == crate::NetworkConfig::DEFAULT_INPUT_POWER
 }
 
 #[cfg(test)]

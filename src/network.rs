@@ -127,7 +127,7 @@ impl Network {
                 SparseLayer::slice_with_empty_tables(in_dim, &layer, seed, neurons).map_err(
                     |e| match e {
                         SlideError::InvalidConfig { reason, .. } => {
-                            config_error(format!("layer {i}"), reason)
+                            config_error(format!("layers[{i}]"), reason)
                         }
                         other => other,
                     },

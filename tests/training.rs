@@ -321,17 +321,20 @@ fn bad_input_is_a_typed_error() {
         Err(other) => panic!("{other}"),
         Ok(_) => panic!("accepted"),
     };
-    assert_eq!(reason(config(vec![])), "network: needs at least one layer");
+    assert_eq!(
+        reason(config(vec![])),
+        "layers: at least one layer is needed"
+    );
     assert_eq!(
         reason(config(vec![dense(5, Activation::Relu)])),
-        "output layer: must use the softmax or the sigmoid activation"
+        "layers[0]: must use the softmax or the sigmoid activation"
     );
     assert_eq!(
         reason(config(vec![
             dense(0, Activation::Relu),
             dense(5, Activation::Softmax)
         ])),
-        "layer 0: dimensions must be at least 1"
+        "layers[0]: dimensions must be at least 1"
     );
     let mut lsh_input_major = sampled(5, Activation::Softmax, 2);
     lsh_input_major.layout = slide::WeightLayout::InputMajor;

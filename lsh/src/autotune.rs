@@ -18,7 +18,7 @@ use crate::family::{LshParams, MAX_RANGE_POW};
 /// Amazon-670K shape (budget 1,024) 16 tables trained to the same exact P@1 as SLIDE's 50
 /// (after 3 epochs 0.5135 / 0.513 against 0.5115 / 0.5125, seeds 1 / 2; 0.5785 / 0.5770
 /// against 0.5750 / 0.5825 at 100,000 labels), and cut the epoch from 6.0 / 6.4 s to 5.3 /
-/// 5.2 s against uniform sampling's 5.1 / 5.0 s (docs/accuracy.md, "A warm-up of uniform
+/// 5.2 s against uniform sampling's 5.1 / 5.0 s (docs/notebook/accuracy.md, "A warm-up of uniform
 /// negatives, 16 tables").
 pub const TUNED_TABLES: usize = 16;
 

@@ -5,7 +5,7 @@ Omikuji (Parabel's defaults) on the same files and score it the same way.
     python3 python/examples/compare_omikuji.py [--scale 0.02] [--epochs 2] [--threads 2]
 
 Generated data is easier than real data (each label owns prototype features); for real
-data, see benches/xmc/compare.py and docs/real-data.md.
+data, see benches/xmc/compare.py and docs/notebook/real-data.md.
 """
 
 import argparse

@@ -62,7 +62,7 @@ impl NetworkConfig {
         out.push(("adam".to_string(), format!("{:?}", self.adam)));
         out.push(("rebuild".to_string(), format!("{:?}", self.rebuild)));
         // Named only when not the default, so checkpoints from before the setting resume.
-        if self.input_power != 1.0 {
+        if self.input_power != Self::DEFAULT_INPUT_POWER {
             out.push(("input_power".to_string(), self.input_power.to_string()));
         }
         // Named only when present, so checkpoints from before the heads still resume.

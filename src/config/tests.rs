@@ -142,7 +142,7 @@ fn output_activations_are_checked() {
     let mut hidden = config();
     hidden.layers[0].activation = Activation::Sigmoid;
     let message = hidden.validate().unwrap_err().to_string();
-    assert!(message.contains("layer 0"), "{message}");
+    assert!(message.contains("layers[0]"), "{message}");
     let mut relu = config();
     relu.layers[1].activation = Activation::Relu;
     let message = relu.validate().unwrap_err().to_string();
@@ -176,7 +176,7 @@ fn output_activations_are_checked() {
     assert!(message.contains("softmax_loss"), "{message}");
     let message = Network::new(decoupled).err().unwrap().to_string();
     assert!(
-        message.contains("layer 1") && message.contains("softmax_loss"),
+        message.contains("layers[1]") && message.contains("softmax_loss"),
         "{message}"
     );
 }

@@ -69,7 +69,7 @@ pub struct EvalOptions {
     pub mode: Mode,
     /// How an exact evaluation scores every output (`eval_precision`: `"f32"`, the default,
     /// or `"bf16"`, AVX512-BF16 products, about twice as fast at the Amazon-670K shape; see
-    /// docs/performance.md, "BF16 scoring for exact evaluation").
+    /// docs/notebook/performance.md, "BF16 scoring for exact evaluation").
     #[cfg_attr(feature = "serde", serde(rename = "eval_precision"))]
     pub precision: EvalPrecision,
     /// LSH mode, a sampled neuron-major output layer (`eval_pool`): beside each sample's

@@ -9,7 +9,7 @@
 //! outputs). The outputs that win for some sample are the ones whose rows and biases have
 //! been trained up: the part of a logit that is common to every input (the bias and the
 //! row against the mean input) decides most of the ranking, and the mean of a block's
-//! inputs ranks it (docs/label-trees.md, "Prediction from a batch pool").
+//! inputs ranks it (docs/notebook/label-trees.md, "Prediction from a batch pool").
 
 use rayon::prelude::*;
 

@@ -11,7 +11,7 @@
 //! network's best few (the *shortlist*), as the shortlist-then-classifier networks of the
 //! DeepXML line do, and is trained on the same shortlist with the sample's labels, by plain
 //! SGD on a squared hinge loss (one-vs-all: a label's classifier says yes or no on its own).
-//! docs/real-data.md has the measurements that led here.
+//! docs/notebook/real-data.md has the measurements that led here.
 
 use slide_lsh::Vector;
 

@@ -26,7 +26,7 @@ pub enum SecondMoment {
     /// memory traffic in the update of a wide, sampled layer, whose random rows it is
     /// bound by. For an output layer a row's gradient is `delta * h`, the same input `h`
     /// for every row of a sample, so the weights of one row differ in scale by `h`, not by
-    /// the row. Measured in docs/performance.md, "A second moment per row".
+    /// the row. Measured in docs/notebook/performance.md, "A second moment per row".
     Row,
 }
 
@@ -45,7 +45,7 @@ pub enum Precision {
     /// (see [`crate::kernels::bf16`]). BF16 moments make a row `8 n` bytes with f32
     /// weights, BF16 weights too `6 n`: the sparse update of a wide output layer is bound
     /// by memory traffic, and the forward pass of a sampled layer reads its active rows
-    /// from memory, so both move fewer bytes (docs/performance.md, "BF16 weights" and
+    /// from memory, so both move fewer bytes (docs/notebook/performance.md, "BF16 weights" and
     /// "BF16 moments", for the speed and accuracy at the Amazon-670K shape). Products and
     /// sums stay f32: a BF16 weight is widened exactly. BF16 weights need BF16 moments.
     /// Streamed states (checkpoints) hold BF16 values as BF16 tensors, exported

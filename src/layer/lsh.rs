@@ -97,7 +97,7 @@ impl SparseLayer {
     /// mean input of the batch and the batch's labels as candidates: the step has just
     /// pulled those rows up, so they are the ones that can have risen into the top, and a
     /// label of many recent samples becomes a shared negative within a step instead of up
-    /// to 8 (exact P@1 after 3 epochs at the Amazon-670K shape: docs/accuracy.md,
+    /// to 8 (exact P@1 after 3 epochs at the Amazon-670K shape: docs/notebook/accuracy.md,
     /// "Re-ranking the shared negatives after every step"). One dot product per id; once
     /// its scratch has grown, allocates nothing.
     ///

@@ -49,7 +49,7 @@ pub struct Negatives {
     /// they are pushed as hard as the picks, and the model learns half as much. Between
     /// (0.25 at the Amazon-670K shape; 0.5 with a [`shared_pool`](Self::shared_pool), whose
     /// per-sample picks are harder) each shared negative counts for `e^(x s)` outputs like it
-    /// at a fraction `x` of a shift `s`: docs/accuracy.md, "The shared negatives' share of
+    /// at a fraction `x` of a shift `s`: docs/notebook/accuracy.md, "The shared negatives' share of
     /// the log-Q shift".
     pub shared_shift: f32,
     /// Per-sample shared negatives: when larger than
@@ -63,7 +63,7 @@ pub struct Negatives {
     /// taken at each refresh and re-ranking. 0 (or at most `shared_negatives`): every
     /// sample gets the same shared negatives. At the Amazon-670K shape 2,048 (with
     /// `shared_shift` 0.5) raised exact P@1 after 3 epochs by 2.35 / 3.15 points (seeds 1 /
-    /// 2) and LSH-mode P@1 from about 0.19 to 0.43: docs/accuracy.md, "Per-sample shared
+    /// 2) and LSH-mode P@1 from about 0.19 to 0.43: docs/notebook/accuracy.md, "Per-sample shared
     /// negatives from a pool". Read from a config file with the layer's width, a pool
     /// wider than the layer is the whole layer, so one recipe serves any label count.
     pub shared_pool: usize,
@@ -71,7 +71,7 @@ pub struct Negatives {
     /// magnitude (ties: the lower index), when it has more nonzero ones; 0: with all of
     /// them. The pool's scores only choose a sample's hard negatives among the pool, and a
     /// ReLU layer's largest outputs carry most of each score: at 512 hidden units on the
-    /// Debian sets (docs/real-data.md) 64 of about 250 nonzero inputs choose as well as all
+    /// Debian sets (docs/notebook/real-data.md) 64 of about 250 nonzero inputs choose as well as all
     /// of them, at a fifth of the multiply-adds. Needs a pool.
     pub shared_pool_inputs: usize,
     /// Training steps between two scorings of every neuron for the batch's mean input,
@@ -80,7 +80,7 @@ pub struct Negatives {
     /// matrix, about as many bytes as one step of 128 samples reads and writes with a
     /// 1,024-wide input and 387 active outputs per sample, so wide layers with small active
     /// sets refresh less often: 32 steps there train 13% faster than 8 at the same P@1
-    /// (docs/label-trees.md, "A wide hidden layer"). Default
+    /// (docs/notebook/label-trees.md, "A wide hidden layer"). Default
     /// [`DEFAULT_SHARED_REFRESH`].
     pub shared_refresh: u64,
     /// In a training step, an active output whose loss gradient on its logit (`p - y`,
@@ -89,7 +89,7 @@ pub struct Negatives {
     /// if the tables had not picked it, and its row is not read again for the gradient on
     /// the layer's input. Its logit still counts in the softmax. Adam takes a step of about
     /// the learning rate for any gradient, however small, so most of the update's rows are
-    /// outputs the sample already scores near 0: on deb-deps (docs/real-data.md) a third
+    /// outputs the sample already scores near 0: on deb-deps (docs/notebook/real-data.md) a third
     /// of the rows at 0.001 train to the same precision. Not during a
     /// [`Warmup`](crate::Warmup): there the small gradients of its uniformly random ids are
     /// what pushes down the outputs the young tables do not pick yet (at the Amazon-670K

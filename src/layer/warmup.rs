@@ -13,7 +13,7 @@ use crate::error::Result;
 /// [`SparseLayer::set_steps_taken`](crate::SparseLayer::set_steps_taken), which a
 /// [`Network`](crate::Network) calls. At the Amazon-670K shape 128 random ids for the first
 /// half epoch (78 steps of 20,000 samples) put exact P@1 ahead of uniform sampling after
-/// every epoch: docs/accuracy.md, "A warm-up of uniform negatives, 16 tables". In TOML:
+/// every epoch: docs/notebook/accuracy.md, "A warm-up of uniform negatives, 16 tables". In TOML:
 /// `warmup = { random = 128, length = { epochs = 0.5 } }`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(

@@ -16,7 +16,7 @@ pub enum BiasCorrection {
     Global,
     /// Each row's own update count: every row's first update is a step of `lr` whatever the
     /// step it comes at (slide before November 2026; 4.5 points of P@1 lower at the
-    /// Amazon-670K shape, see docs/accuracy.md, "Adam's bias correction by the optimizer's
+    /// Amazon-670K shape, see docs/notebook/accuracy.md, "Adam's bias correction by the optimizer's
     /// step count").
     PerRow,
 }

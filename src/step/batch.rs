@@ -120,7 +120,7 @@ impl Network {
         // the same thread, while its active rows are still in cache (10% of a step's time
         // at the Amazon-670K shape). Every sample of the batch selects its active outputs
         // before any computes them: the selection phase takes about half the time with
-        // the tables and the pool left in cache (docs/performance.md).
+        // the tables and the pool left in cache (docs/notebook/performance.md).
         let fused = pass.split();
         ws.states[..batch.len()]
             .par_iter_mut()

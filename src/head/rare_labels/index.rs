@@ -5,7 +5,7 @@
 //! seen in fewer than 10 training samples only 15% are among the network's best 32, and
 //! four fifths of what label trees gain over slide at P@5 are such labels, mostly in samples
 //! with a near-duplicate in the training set (packages of one source that share a
-//! description and differ in a few words; docs/real-data.md). A word that only a few
+//! description and differ in a few words; docs/notebook/real-data.md). A word that only a few
 //! training samples have points at their labels whatever the network has learned about it.
 //! The index keeps, for each feature that at most `max_df` training samples have, how often
 //! each label occurs with it; a sample's candidates are the labels summed over its rare

@@ -19,7 +19,10 @@ impl Config {
             rebuild: t.rebuild,
             seed: t.seed,
             heads: self.network.heads.clone(),
-            input_power: self.network.input_power.unwrap_or(1.0),
+            input_power: self
+                .network
+                .input_power
+                .unwrap_or(NetworkConfig::DEFAULT_INPUT_POWER),
         }
         .with_epoch_length(t.steps_per_epoch(train_samples))
     }

@@ -592,6 +592,79 @@ fn keys_of<T: for<'de> serde::Deserialize<'de>>() -> Vec<&'static str> {
     names.0.into_inner()
 }
 
+/// Every shipped config loads and reads as a recipe: at most 80 lines (what a key does in a
+/// line or two; the measurements live in docs/notebook/).
+#[test]
+fn shipped_configs_load_and_stay_recipes() {
+    let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&configs).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        seen += 1;
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        assert!(lines <= 80, "{}: {lines} lines", path.display());
+        load(&path, &["data.labels=1000".into()]).unwrap_or_else(|e| panic!("{e:#}"));
+    }
+    assert!(seen >= 7, "{seen} configs");
+}
+
+/// The number after the first "default " that follows `` `key` `` in `text` (configs/README.md's
+/// prose sections name a key in backticks and then its default).
+fn prose_default(text: &str, key: &str) -> Option<f64> {
+    let after = &text[text.find(&format!("`{key}`"))?..];
+    let rest = &after[after.find("default ")? + "default ".len()..];
+    let number: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-')
+        .collect();
+    number.trim_end_matches('.').parse().ok()
+}
+
+/// The defaults configs/README.md gives in prose are the types' (each written once, in the
+/// core's type; this test reads them from the types): `[network] input_power` and every
+/// key of each head kind, read from that kind's paragraph.
+#[test]
+fn prose_defaults_of_configs_readme_match_the_types() {
+    use slide::head::label_linear::LabelLinearConfig;
+    use slide::head::rare_labels::RareLabelsConfig;
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/README.md"))
+            .unwrap();
+    let power = f64::from(slide::NetworkConfig::DEFAULT_INPUT_POWER);
+    let network = &readme[readme.find("`[network] input_power`").unwrap()..];
+    assert!(
+        network.contains(&format!("default {power}")),
+        "input_power's default"
+    );
+    let kinds = [
+        (
+            "kind = \"label-linear\"",
+            toml::Table::try_from(LabelLinearConfig::default()).unwrap(),
+        ),
+        (
+            "kind = \"rare-labels\"",
+            toml::Table::try_from(RareLabelsConfig::default()).unwrap(),
+        ),
+    ];
+    for (kind, defaults) in kinds {
+        let paragraph = &readme[readme.find(kind).unwrap_or_else(|| panic!("{kind}"))..];
+        for (key, value) in &defaults {
+            let want = value
+                .as_float()
+                .or(value.as_integer().map(|v| v as f64))
+                .unwrap_or_else(|| panic!("{kind} {key}: a number"));
+            assert_eq!(
+                prose_default(paragraph, key),
+                Some(want),
+                "configs/README.md, {kind}: `{key}`'s default"
+            );
+        }
+    }
+}
+
 /// Every key the other sections' types read is documented in configs/README.md (the
 /// `[train]` table is checked both ways above): `[data]`, `[[network.layers]]`,
 /// `[network]`'s own keys, `[network.layers.lsh]` and its warm-up, each head kind's

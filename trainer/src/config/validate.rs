@@ -25,20 +25,12 @@ impl Config {
         if self.checkpoint.keep_last == 0 {
             bail!("checkpoint.keep_last must be at least 1");
         }
-        if self.network.layers.is_empty() {
-            bail!("network.layers: at least one layer is needed");
-        }
-        if let Some(p) = self.network.input_power
-            && !(p.is_finite() && p > 0.0)
-        {
-            bail!("network.input_power: must be a finite number above 0, got {p}");
-        }
-        for head in &self.network.heads {
-            head.validate().map_err(|e| match e {
-                SlideError::InvalidConfig { what, reason } => anyhow!("network.{what}: {reason}"),
-                e => anyhow::Error::new(e),
-            })?;
-        }
+        // The model's rules (layers, input power, heads), checked by the core's one check;
+        // the input size is not known before the data, and counts for none of them.
+        self.network(1, 1).validate_model().map_err(|e| match e {
+            SlideError::InvalidConfig { what, reason } => anyhow!("network.{what}: {reason}"),
+            e => anyhow::Error::new(e),
+        })?;
         match self.data.format {
             DataFormat::Xmc | DataFormat::Libsvm => {
                 if self.data.train.is_none() || self.data.test.is_none() {

@@ -155,6 +155,24 @@ pub struct Metrics {
     pub psndcg: Option<[f64; 3]>,
 }
 
+impl Metrics {
+    /// Every figure as `(metric, k, value)`, metric by metric (`"p"`, `"ndcg"`, then, with
+    /// propensities, `"psp"` and `"psndcg"`), k = 1, 3, 5 each: what a metrics file or a
+    /// dict names `p_at_1` or `p@1`.
+    pub fn entries(&self) -> impl Iterator<Item = (&'static str, usize, f64)> + '_ {
+        let named = [
+            Some(("p", self.precision)),
+            Some(("ndcg", self.ndcg)),
+            self.psp.map(|v| ("psp", v)),
+            self.psndcg.map(|v| ("psndcg", v)),
+        ];
+        named
+            .into_iter()
+            .flatten()
+            .flat_map(|(name, values)| AT_K.into_iter().zip(values).map(move |(k, v)| (name, k, v)))
+    }
+}
+
 /// Sums over samples, turned into [`Metrics`] by [`RankingMetrics::finish`].
 #[derive(Debug, Clone)]
 pub struct RankingMetrics<'a> {

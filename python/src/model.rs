@@ -9,7 +9,6 @@ use std::time::Instant;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use slide::metrics::AT_K;
 use slide::{
     EvalOptions, Examples, Metrics, Mode, Network, Propensities, SparseExamples, Workspace,
 };
@@ -319,16 +318,8 @@ impl Model {
 /// `"psp@1"`, ..., `"psndcg@5"`.
 fn metrics_dict<'py>(py: Python<'py>, metrics: &Metrics) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    let named = [
-        Some(("p", metrics.precision)),
-        Some(("ndcg", metrics.ndcg)),
-        metrics.psp.map(|v| ("psp", v)),
-        metrics.psndcg.map(|v| ("psndcg", v)),
-    ];
-    for (name, values) in named.into_iter().flatten() {
-        for (k, value) in AT_K.iter().zip(values) {
-            dict.set_item(format!("{name}@{k}"), value)?;
-        }
+    for (name, k, value) in metrics.entries() {
+        dict.set_item(format!("{name}@{k}"), value)?;
     }
     Ok(dict)
 }

@@ -2,7 +2,6 @@
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
-use slide::metrics::AT_K;
 use slide::{EvalStats, Metrics, Network, StepStats};
 
 /// An evaluation's metrics in the metrics file, each at k = 1, 3, 5 (`p_at_1`, ...,
@@ -22,16 +21,8 @@ impl Serialize for EvalRecord {
             map.serialize_entry("p_at_1", &m.precision[0])?;
             return map.end();
         }
-        let named = [
-            Some(("p", m.precision)),
-            Some(("ndcg", m.ndcg)),
-            m.psp.map(|v| ("psp", v)),
-            m.psndcg.map(|v| ("psndcg", v)),
-        ];
-        for (name, values) in named.into_iter().flatten() {
-            for (k, value) in AT_K.iter().zip(values) {
-                map.serialize_entry(&format!("{name}_at_{k}"), &value)?;
-            }
+        for (name, k, value) in m.entries() {
+            map.serialize_entry(&format!("{name}_at_{k}"), &value)?;
         }
         map.end()
     }

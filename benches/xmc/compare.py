@@ -75,6 +75,7 @@ repository root):
     python3 benches/xmc/compare.py --rounds 3 --csv benches/results/xmc-compare.csv
     python3 benches/xmc/compare.py --systems pecos,napkinxc --real deb-tags
     python3 benches/xmc/compare.py --omikuji-trees 1 --omikuji-trees 3   # forest sizes
+    python3 benches/xmc/compare.py --epochs 1 --epochs 2 --epochs 4   # slide's frontier
     python3 benches/xmc/compare.py --data datasets/generated/a670k-20k --train 20000
 A `--data` folder without `train.txt` is first filled by `slide-train gen-data --preset
 amazon670k` with `--train`, `--test`, `--labels` and `--topics` (seed 1). Feature and label
@@ -334,7 +335,10 @@ def main():
                    help='features of the data to generate')
     p.add_argument('--topics', type=int, default=0,
                    help='label topics of the data to generate (gen-data --topics)')
-    p.add_argument('--epochs', type=int, help="slide's epochs (default: the config's)")
+    p.add_argument('--epochs', type=int, action='append', metavar='N',
+                   help="slide's epochs (repeatable: one slide run each, its whole schedule "
+                   "at N epochs, so slide's frontier is a curve of runs; default: the "
+                   "config's)")
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--propensity-a', type=float, default=xmc_metrics.DEFAULT_A,
                    help='A of the inverse propensities (default %(default)s)')
@@ -430,8 +434,9 @@ def compare(a, folder, configs):
             if system == 'slide':
                 rows = []
                 for config in configs:
-                    rows += run_slide(a, folder, config, (features, labels), work, common,
-                                      scoring)
+                    for epochs in a.epochs or [None]:
+                        rows += run_slide(a, folder, (config, epochs), (features, labels),
+                                          work, common, scoring)
             elif system == 'omikuji':
                 rows = [run_peer(a, folder, 'omikuji', work, common, scoring, trees=trees)
                         for trees in a.omikuji_trees or [OMIKUJI_TREES]]
@@ -470,7 +475,7 @@ def summary(figures):
             f"PSP@1/5 {f('psp_at_1')} {f('psp_at_5')}, PSnDCG@5 {f('psndcg_at_5')}")
 
 
-def slide_sets(a, folder, sizes, propensities):
+def slide_sets(a, folder, sizes, propensities, epochs):
     """The `--set` overrides of slide's runs on `folder`: the files and their sizes, an exact
     evaluation of the whole test file after every epoch, one checkpoint at the end, the
     propensity constants where this build knows them, then the user's."""
@@ -482,8 +487,8 @@ def slide_sets(a, folder, sizes, propensities):
     if propensities:
         sets += [f'train.propensity_a={a.propensity_a}', f'train.propensity_b={a.propensity_b}']
     sets += a.set + [f'network.layers.1.size={labels}']
-    if a.epochs is not None:
-        sets.append(f'train.epochs={a.epochs}')
+    if epochs is not None:
+        sets.append(f'train.epochs={epochs}')
     return sets
 
 
@@ -504,15 +509,19 @@ def knows_propensities(a, config, work):
 
 
 def run_slide(a, folder, config, sizes, work, common, scoring):
-    """One slide run of `config` on `folder`: a CSV row per evaluated epoch (metrics.jsonl),
-    then one for the final checkpoint's predictions (scored by xmc_metrics)."""
+    """One slide run of `config = (file, epochs)` on `folder` (`epochs`: `train.epochs`,
+    `None` for the file's): a CSV row per evaluated epoch (metrics.jsonl), then one for the
+    final checkpoint's predictions (scored by xmc_metrics)."""
+    config, epochs = config
     propensities = knows_propensities(a, config, work)
     if not propensities:
         print('slide-train does not know train.propensity_a/_b yet: its metrics.jsonl has '
               'no propensity-scored metrics; the predictions row has them', flush=True)
-    sets = slide_sets(a, folder, sizes, propensities)
+    sets = slide_sets(a, folder, sizes, propensities, epochs)
     setting = a.setting or '+'.join([os.path.basename(config)] + a.set)
-    name = f"slide-{os.path.basename(config)}-r{common['round']}"
+    if epochs is not None:
+        setting += f'+epochs={epochs}'
+    name = f"slide-{os.path.basename(config)}-e{epochs or 0}-r{common['round']}"
     out = os.path.join(work, name)
     cmd = [SLIDE, '--config', config, '--threads', str(a.threads), '--out', out]
     for s in sets:

@@ -216,7 +216,11 @@ impl<'a> RankingMetrics<'a> {
     pub fn add(&mut self, ranked: &[u32], labels: &[u32]) {
         self.samples += 1;
         let ranked = &ranked[..ranked.len().min(MAX_K)];
-        let hit: Vec<bool> = ranked.iter().map(|id| labels.contains(id)).collect();
+        let mut hits = [false; MAX_K];
+        for (hit, id) in hits.iter_mut().zip(ranked) {
+            *hit = labels.contains(id);
+        }
+        let hit = &hits[..ranked.len()];
         let best_dcg = |k: usize| (0..labels.len().min(k)).map(discount).sum::<f64>();
         for (j, &k) in AT_K.iter().enumerate() {
             self.hits[j] += hit.iter().take(k).filter(|&&h| h).count() as u64;

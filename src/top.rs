@@ -36,7 +36,7 @@ impl PartialOrd for Kept {
 
 /// The `k` best `(score, id)` pairs offered; the result does not depend on the order offers
 /// arrive in. A NaN score never enters.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct TopN {
     k: usize,
     heap: BinaryHeap<Kept>,
@@ -82,6 +82,21 @@ impl TopN {
         }
     }
 
+    /// Empties it to keep the `k` best from now on; its buffer is kept.
+    pub(crate) fn reset(&mut self, k: usize) {
+        self.k = k;
+        self.heap.clear();
+    }
+
+    /// Passes the kept pairs to `f`, best first, and empties it, keeping its buffer (what a
+    /// buffer reused from sample to sample needs: no allocation once it has grown).
+    pub(crate) fn drain_ranked(&mut self, mut f: impl FnMut(f32, u32)) {
+        let mut sorted = std::mem::take(&mut self.heap).into_sorted_vec();
+        sorted.iter().for_each(|&Kept(z, id)| f(z, id));
+        sorted.clear();
+        self.heap = BinaryHeap::from(sorted);
+    }
+
     /// The kept `(score, id)` pairs, best first.
     pub(crate) fn into_ranked(self) -> Vec<(f32, u32)> {
         self.heap
@@ -118,6 +133,16 @@ mod tests {
             backward.offer(z, id);
         }
         assert_eq!(forward.last(), 0.5);
+        // Drained and reset, a reused one keeps the same best.
+        let mut reused = forward.clone();
+        let mut drained = Vec::new();
+        reused.drain_ranked(|z, id| drained.push((z, id)));
+        reused.reset(5);
+        assert_eq!(reused.last(), f32::NEG_INFINITY);
+        for &(z, id) in &offers {
+            reused.offer(z, id);
+        }
+        assert_eq!(reused.into_ranked(), drained);
         let want = vec![(3.0, 7), (2.0, 4), (1.0, 8), (0.5, 3), (0.5, 6)];
         assert_eq!(forward.into_ranked(), want);
         assert_eq!(backward.into_ranked(), want);

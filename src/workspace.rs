@@ -28,6 +28,8 @@ pub(crate) struct SampleState {
     /// The outputs the heads learn on for this training sample: its best active outputs,
     /// its labels and the heads' candidates (empty without a head that learns).
     pub(crate) shortlist: Vec<u32>,
+    /// Scratch of the network's best outputs for the shortlist.
+    pub(crate) best: crate::top::TopN,
     /// Scratch of the heads' candidates.
     pub(crate) rare_scratch: Vec<(u32, u32)>,
     /// The sample's input as the network reads it (see

@@ -70,28 +70,50 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// sized, and each pool thread registered with the work-stealing deques' epoch collector,
 /// which rayon does on a thread's first steal: on a busy machine a thread could reach the
 /// measured steps without one), two more passes over the same batches allocate nothing;
-/// with f32 weights and with BF16 weights and moments on the output layer.
+/// with f32 weights and with BF16 weights and moments on the output layer, and with heads
+/// that learn on each sample's shortlist (a per-label linear head and rare labels).
 #[test]
 fn steady_state_steps_and_rebuilds_allocate_nothing() {
     let _serial = SERIAL.lock().unwrap();
-    for bf16 in [false, true] {
-        steady_state_allocates_nothing(bf16);
+    for (bf16, heads) in [(false, false), (true, false), (false, true)] {
+        steady_state_allocates_nothing(bf16, heads);
     }
 }
 
-fn steady_state_allocates_nothing(bf16: bool) {
+/// A per-label linear head of 4,096 weights on the best 8, and 4 rare labels.
+fn heads() -> Vec<slide::HeadConfig> {
+    use slide::head::label_linear::LabelLinearConfig;
+    use slide::head::rare_labels::RareLabelsConfig;
+    vec![
+        slide::HeadConfig::LabelLinear(LabelLinearConfig {
+            bits: 12,
+            shortlist: 8,
+            ..LabelLinearConfig::default()
+        }),
+        slide::HeadConfig::RareLabels(RareLabelsConfig {
+            labels: 4,
+            ..RareLabelsConfig::default()
+        }),
+    ]
+}
+
+fn steady_state_allocates_nothing(bf16: bool, with_heads: bool) {
     let data = sparse_data(256, 300, 500, 3);
     counted_pool(2).install(|| {
         let mut output = sampled(500, Activation::Softmax, 32);
         if bf16 {
             (output.weights, output.moments) = (slide::Precision::Bf16, slide::Precision::Bf16);
         }
-        let mut net = network(
-            300,
-            vec![input_major(64, Activation::Relu), output],
-            1e-3,
-            4,
-        );
+        let layers = vec![input_major(64, Activation::Relu), output];
+        let mut net = if with_heads {
+            slide::Network::new(slide::NetworkConfig {
+                heads: heads(),
+                ..network(300, layers, 1e-3, 4).config().clone()
+            })
+            .unwrap()
+        } else {
+            network(300, layers, 1e-3, 4)
+        };
         let batches: Vec<Vec<usize>> = (0..8).map(|b| (b * 32..(b + 1) * 32).collect()).collect();
         let mut ws = slide::Workspace::new();
         let mut stats = StepStats::default();
@@ -114,7 +136,7 @@ fn steady_state_allocates_nothing(bf16: bool) {
         assert!(rebuilds >= 3, "the measured steps should include rebuilds");
         assert_eq!(
             allocations, 0,
-            "{allocations} heap allocations in 16 warm steps (BF16: {bf16})"
+            "{allocations} heap allocations in 16 warm steps (BF16: {bf16}, heads: {with_heads})"
         );
     });
 }

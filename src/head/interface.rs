@@ -129,11 +129,6 @@ pub trait Head {
     ) {
     }
 
-    /// Whether the head adds to the scores of shortlisted outputs ([`Self::rescore`]).
-    fn scores(&self) -> bool {
-        false
-    }
-
     /// Adds the head's score for `input` to each `(score, output)` candidate's score.
     fn rescore(&self, _input: Vector<'_>, _candidates: &mut [(f32, u32)]) {}
 

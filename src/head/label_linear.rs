@@ -234,10 +234,6 @@ impl Head for LabelLinearHead {
         self.config.shortlist
     }
 
-    fn scores(&self) -> bool {
-        true
-    }
-
     /// Adds `weight` times each candidate's head score to its score.
     fn rescore(&self, input: Vector<'_>, candidates: &mut [(f32, u32)]) {
         for (z, id) in candidates.iter_mut() {

@@ -47,8 +47,9 @@ impl Heads {
             .map(Heads)
     }
 
-    /// Heads built elsewhere, in order.
-    pub fn from_built(heads: Vec<AnyHead>) -> Self {
+    /// Heads built elsewhere, in order (for tests of one head's part in the ranking).
+    #[cfg(test)]
+    pub(crate) fn from_built(heads: Vec<AnyHead>) -> Self {
         Heads(heads)
     }
 
@@ -70,11 +71,6 @@ impl Heads {
     /// How many of the network's best outputs the shortlist takes: the most any head wants.
     pub fn shortlist(&self) -> usize {
         self.0.iter().map(AnyHead::shortlist).max().unwrap_or(0)
-    }
-
-    /// Whether some head adds to the scores (evaluation then ranks by logit plus heads).
-    pub fn scores(&self) -> bool {
-        self.0.iter().any(AnyHead::scores)
     }
 
     /// Whether some head learns (training then fills each sample's shortlist).

@@ -95,9 +95,6 @@ macro_rules! registry {
                     $( $(#[$cfg])* AnyHead::$variant(h) => h.candidates(input, skip, scratch, out), )*
                 }
             }
-            fn scores(&self) -> bool {
-                match self { $( $(#[$cfg])* AnyHead::$variant(h) => h.scores(), )* }
-            }
             fn rescore(&self, input: Vector<'_>, candidates: &mut [(f32, u32)]) {
                 match self { $( $(#[$cfg])* AnyHead::$variant(h) => h.rescore(input, candidates), )* }
             }

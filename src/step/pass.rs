@@ -14,7 +14,6 @@ use crate::layer::Activation;
 use crate::layer::{Mode, SelectScratch, SparseLayer, sample_rng};
 use crate::loss::output_loss;
 use crate::stats::PhaseTimes;
-use crate::top::TopN;
 use crate::workspace::{SampleState, layer_input};
 
 /// How far a batch's passes go.
@@ -141,13 +140,18 @@ impl Pass<'_> {
         if !heads.learn() {
             return;
         }
-        let output = &state.traces[self.layers.len() - 1];
-        let mut best = TopN::new(heads.shortlist());
+        let SampleState {
+            traces,
+            best,
+            shortlist,
+            ..
+        } = state;
+        let output = &traces[self.layers.len() - 1];
+        best.reset(heads.shortlist());
         for (p, &value) in output.outputs().iter().enumerate() {
             best.offer(value, output.id(p));
         }
-        let shortlist = &mut state.shortlist;
-        shortlist.extend(best.into_ranked().into_iter().map(|(_, id)| id));
+        best.drain_ranked(|_, id| shortlist.push(id));
         let labels = self.data.labels(sample);
         for &label in labels {
             if !shortlist.contains(&label) {

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 /// Where a step's time went. `hashing`, `forward` and `backward` are summed over the
 /// batch's samples (thread time, larger than wall time on several threads); `update` and
-/// `rebuild` are wall time of phases that are parallel inside.
+/// `rebuild` are wall time of phases that are parallel inside; `heads` is the thread time
+/// of the heads' training, which runs on one thread inside `update`'s wall time, beside
+/// the rows' updates.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct PhaseTimes {
     /// Hashing inputs and querying tables (LSH layers).
@@ -14,8 +16,10 @@ pub struct PhaseTimes {
     pub forward: Duration,
     /// Back-propagating deltas.
     pub backward: Duration,
-    /// Gradient accumulation and Adam.
+    /// Gradient accumulation and Adam (with the heads' training beside them).
     pub update: Duration,
+    /// The heads' training (one thread, within `update`).
+    pub heads: Duration,
     /// Table rebuilds.
     pub rebuild: Duration,
 }
@@ -26,6 +30,7 @@ impl std::ops::AddAssign for PhaseTimes {
         self.forward += other.forward;
         self.backward += other.backward;
         self.update += other.update;
+        self.heads += other.heads;
         self.rebuild += other.rebuild;
     }
 }

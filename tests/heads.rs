@@ -331,3 +331,20 @@ fn rare_labels_reach_what_the_shortlist_misses() {
     let message = restored.import_state(&bad).unwrap_err().to_string();
     assert!(message.contains("label 999"), "{message}");
 }
+
+/// A step reports the heads' training time apart (within the update's wall time), and none
+/// without a head that learns.
+#[test]
+fn a_step_reports_the_heads_training_time() {
+    let data = sparse_data(256, INPUTS, LABELS, 9);
+    let batch: Vec<usize> = (0..256).collect();
+    let mut with = Network::new(config(16, linear(small_linear()), 1)).unwrap();
+    let mut plain = Network::new(config(16, vec![], 1)).unwrap();
+    let mut ws = Workspace::new();
+    let stats = with.train_step(&mut ws, &data, &batch).unwrap();
+    let times = stats.times;
+    assert!(times.heads > std::time::Duration::ZERO, "{times:?}");
+    assert!(times.heads <= times.update, "{times:?}");
+    let stats = plain.train_step(&mut Workspace::new(), &data, &batch).unwrap();
+    assert_eq!(stats.times.heads, std::time::Duration::ZERO);
+}

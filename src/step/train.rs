@@ -66,6 +66,7 @@ impl Network {
         // deterministic on its own): the other threads update rows meanwhile, and the
         // heads' thread joins them when it is done.
         let (rows_touched, macs) = (&mut stats.rows_touched, &mut stats.multiply_adds);
+        let heads_time = &mut stats.times.heads;
         rayon::join(
             || {
                 for (l, layer) in layers.iter_mut().enumerate() {
@@ -80,7 +81,13 @@ impl Network {
                     *macs += counts.multiply_adds;
                 }
             },
-            || heads.train(&head_batch, head_scratch, head_rate),
+            || {
+                if heads.learn() {
+                    let started = Instant::now();
+                    heads.train(&head_batch, head_scratch, head_rate);
+                    *heads_time = started.elapsed();
+                }
+            },
         );
         stats.times.update = started.elapsed();
         let rebuild = self.advance_step();
@@ -131,6 +138,7 @@ impl Network {
         let loss = self.heads.train(&head_batch, &mut ws.heads, rate);
         stats.loss = loss / batch.len() as f64;
         stats.times.update = started.elapsed();
+        stats.times.heads = stats.times.update;
         self.schedule.step += 1;
         Ok(stats)
     }

@@ -78,7 +78,8 @@ pub(super) struct Record {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) rss_mib: Option<f64>,
     /// Seconds in each phase of the steps so far (see [`slide::PhaseTimes`]; hashing,
-    /// forward and backward are thread time summed over samples).
+    /// forward and backward are thread time summed over samples; heads is the heads'
+    /// training, one thread's time within update's).
     pub(super) phase_seconds: Phases,
     /// Checkpoints written so far and the seconds they took.
     pub(super) checkpoints: usize,
@@ -96,6 +97,7 @@ pub(super) struct Phases {
     pub(super) forward: f64,
     pub(super) backward: f64,
     pub(super) update: f64,
+    pub(super) heads: f64,
     pub(super) rebuild: f64,
 }
 
@@ -106,6 +108,7 @@ impl From<slide::PhaseTimes> for Phases {
             forward: t.forward.as_secs_f64(),
             backward: t.backward.as_secs_f64(),
             update: t.update.as_secs_f64(),
+            heads: t.heads.as_secs_f64(),
             rebuild: t.rebuild.as_secs_f64(),
         }
     }

@@ -345,6 +345,8 @@ fn a_step_reports_the_heads_training_time() {
     let times = stats.times;
     assert!(times.heads > std::time::Duration::ZERO, "{times:?}");
     assert!(times.heads <= times.update, "{times:?}");
-    let stats = plain.train_step(&mut Workspace::new(), &data, &batch).unwrap();
+    let stats = plain
+        .train_step(&mut Workspace::new(), &data, &batch)
+        .unwrap();
     assert_eq!(stats.times.heads, std::time::Duration::ZERO);
 }

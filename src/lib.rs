@@ -69,6 +69,7 @@ pub mod error;
 pub mod eval;
 pub mod formats;
 pub mod head;
+mod growth;
 mod input;
 pub mod kernels;
 pub mod layer;
@@ -95,6 +96,7 @@ pub use layer::{
     SparseLayer, StateSource, StateTensor, Warmup, WarmupLength, WeightLayout, sample_rng,
 };
 pub use metrics::{Metrics, Propensities, PropensityModel};
+pub use growth::Continued;
 pub use network::{Network, NetworkState, StateScalars};
 pub use optimizer::{
     Adam, AdamConfig, BiasCorrection, Decay, LayerGradients, LrSchedule, UpdateCounts,

@@ -30,6 +30,9 @@ pub struct StateScalars {
     pub rebuild_period: f64,
     /// Per layer, its tables' generation (`None` for layers without LSH).
     pub generations: Vec<Option<u64>>,
+    /// Optimizer steps taken in earlier runs, before this run's first step (see
+    /// [`Network::continue_from`]); 0 for a network trained in one run.
+    pub earlier_steps: u64,
 }
 
 /// Where training stands: steps taken and the rebuild schedule's position.
@@ -38,6 +41,8 @@ pub(crate) struct Progress {
     pub(crate) step: u64,
     pub(crate) next_rebuild: u64,
     pub(crate) period: f64,
+    /// Optimizer steps taken in earlier runs (Adam's bias correction counts them).
+    pub(crate) earlier: u64,
 }
 
 impl Progress {
@@ -153,6 +158,7 @@ impl Network {
                 step: 0,
                 next_rebuild: period,
                 period: period as f64,
+                earlier: 0,
             },
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             comm,
@@ -229,6 +235,7 @@ impl Network {
             step: self.schedule.step,
             next_rebuild: self.schedule.next_rebuild,
             rebuild_period: self.schedule.period,
+            earlier_steps: self.schedule.earlier,
             layers: self.layers.iter().map(SparseLayer::export_state).collect(),
             heads: HeadTensor::all(self.heads.state_tensors(), |name, sink| {
                 self.heads
@@ -251,6 +258,7 @@ impl Network {
                 .iter()
                 .map(|l| l.tables.as_ref().map(|t| t.generation))
                 .collect(),
+            earlier_steps: state.earlier_steps,
         };
         self.read_state(&scalars, &mut MemorySource(state))
     }
@@ -267,6 +275,7 @@ impl Network {
                 .iter()
                 .map(SparseLayer::tables_generation)
                 .collect(),
+            earlier_steps: self.schedule.earlier,
         }
     }
 
@@ -340,6 +349,7 @@ impl Network {
             step: scalars.step,
             next_rebuild: scalars.next_rebuild,
             period: scalars.rebuild_period,
+            earlier: scalars.earlier_steps,
         };
         let step = self.schedule.step;
         self.layers.iter_mut().for_each(|l| l.set_steps_taken(step));

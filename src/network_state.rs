@@ -17,6 +17,8 @@ pub struct NetworkState {
     pub next_rebuild: u64,
     /// The current rebuild period (grows under the exponential schedule).
     pub rebuild_period: f64,
+    /// Optimizer steps taken in earlier runs (see [`Network::continue_from`](crate::Network::continue_from)).
+    pub earlier_steps: u64,
     /// Per layer, input first.
     pub layers: Vec<LayerState>,
     /// The heads' tensors, by name.

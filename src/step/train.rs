@@ -51,9 +51,11 @@ impl Network {
         let scale = 1.0 / batch.len() as f32;
         let started = Instant::now();
         let taken = self.schedule.step + 1;
+        let earlier = self.schedule.earlier;
         let head_rate = self.head_rate();
         let (layers, adam, heads) = self.trainable();
-        adam.set_steps(taken);
+        // Adam's bias correction counts the steps of the runs this one continues.
+        adam.set_steps(earlier + taken);
         let adam = &*adam;
         let states = &ws.states[..ws.batch_len];
         let (update, head_scratch) = (&mut ws.update, &mut ws.heads);

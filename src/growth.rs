@@ -1,0 +1,154 @@
+//! Continuing a trained network in a new run, with more labels than it was trained on: its
+//! layers' weights and optimizer state carried over, the output layer grown by the rows
+//! of the new labels (as this network initialised them), its tables rebuilt with them, and
+//! the heads' state carried where it does not depend on the training data.
+
+use crate::error::{Result, config_error};
+use crate::layer::LayerState;
+use crate::network::Network;
+use crate::network_state::NetworkState;
+
+/// What [`Network::continue_from`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Continued {
+    /// Outputs (labels) of the trained network.
+    pub outputs_before: usize,
+    /// Outputs of this network: the trained ones, then the new ones.
+    pub outputs: usize,
+    /// Optimizer steps the trained network had taken (in all its runs).
+    pub earlier_steps: u64,
+}
+
+impl Network {
+    /// Starts a new run of this network from `trained`, the state of a network of the same
+    /// architecture (as [`export_state`](Self::export_state) gives it) whose output layer
+    /// may have fewer outputs: every layer's weights, biases and Adam moments are
+    /// `trained`'s; output `j` below `trained`'s output count is `trained`'s output `j`,
+    /// and the outputs past it keep this network's initialisation (no update yet, zero
+    /// moments). The LSH tables are rebuilt from the weights (the new rows inserted), the
+    /// shared negatives and query centers are `trained`'s. A head's tensors are carried
+    /// where this network has a tensor of the same name and shape (the per-label linear
+    /// head's table); the others, built from the training data (the rare-labels index),
+    /// are built again from this run's data at its first step.
+    ///
+    /// The step count and rebuild schedule start from zero, as in a new run; Adam's bias
+    /// correction goes on counting `trained`'s steps
+    /// ([`StateScalars::earlier_steps`](crate::StateScalars::earlier_steps)), so the carried
+    /// moments are corrected as they were when saved.
+    ///
+    /// Errors, found before anything is read into this network: another number of layers, a layer other than
+    /// the output layer of another shape (more input features than the trained network
+    /// read, for the first), an output layer with more outputs in `trained` than here, or
+    /// of another input size.
+    pub fn continue_from(&mut self, trained: &NetworkState) -> Result<Continued> {
+        let layers = self.layers().len();
+        if trained.layers.len() != layers {
+            return Err(mismatch(format!(
+                "the trained network has {} layers, this one {layers}",
+                trained.layers.len()
+            )));
+        }
+        let last = layers - 1;
+        let fresh = self.export_state();
+        for (i, (old, new)) in trained.layers.iter().zip(&fresh.layers).enumerate() {
+            if i == last {
+                continue;
+            }
+            if (old.rows, old.row_len) != (new.rows, new.row_len) {
+                return Err(mismatch(layer_difference(i, old, new, self)));
+            }
+        }
+        let (old, new) = (&trained.layers[last], &fresh.layers[last]);
+        let out = &self.config().layers[last];
+        let neuron_major = out.layout == crate::WeightLayout::NeuronMajor;
+        if !neuron_major && (old.rows, old.row_len) != (new.rows, new.row_len) {
+            return Err(mismatch(format!(
+                "the output layer stores its weights input-major: it cannot grow from {} to {} outputs",
+                old.bias.len(),
+                new.bias.len()
+            )));
+        }
+        if old.row_len != new.row_len || old.rows > new.rows {
+            return Err(mismatch(format!(
+                "the trained output layer has {} outputs of {} inputs, this one {} of {}: a \
+                 continued run may add outputs, not remove them",
+                old.rows, old.row_len, new.rows, new.row_len
+            )));
+        }
+        let mut state = trained.clone();
+        state.layers[last] = grown(old, new);
+        state.step = 0;
+        state.next_rebuild = fresh.next_rebuild;
+        state.rebuild_period = fresh.rebuild_period;
+        state.earlier_steps = trained.step + trained.earlier_steps;
+        state.heads = fresh
+            .heads
+            .iter()
+            .map(|f| {
+                trained
+                    .heads
+                    .iter()
+                    .find(|t| t.name == f.name && t.elem == f.elem && t.shape == f.shape)
+                    .unwrap_or(f)
+                    .clone()
+            })
+            .collect();
+        self.import_state(&state)?;
+        self.rebuild_tables()?;
+        Ok(Continued {
+            outputs_before: old.bias.len(),
+            outputs: new.bias.len(),
+            earlier_steps: state.earlier_steps,
+        })
+    }
+}
+
+/// `new` (a freshly built output layer) with its first rows and biases replaced by `old`'s,
+/// and `old`'s shared negatives and query center; its tables are `new`'s, to be rebuilt.
+fn grown(old: &LayerState, new: &LayerState) -> LayerState {
+    let mut out = new.clone();
+    let cells = old.rows * old.row_len;
+    for (to, from) in [
+        (&mut out.weights, &old.weights),
+        (&mut out.m, &old.m),
+        (&mut out.v, &old.v),
+    ] {
+        to[..cells].copy_from_slice(&from[..cells]);
+    }
+    out.row_steps[..old.rows].copy_from_slice(&old.row_steps);
+    let biases = old.bias.len();
+    for (to, from) in [
+        (&mut out.bias, &old.bias),
+        (&mut out.bias_m, &old.bias_m),
+        (&mut out.bias_v, &old.bias_v),
+    ] {
+        to[..biases].copy_from_slice(from);
+    }
+    out.bias_steps[..biases].copy_from_slice(&old.bias_steps);
+    out.shared.clone_from(&old.shared);
+    out.center.clone_from(&old.center);
+    out
+}
+
+/// What differs in layer `i` (not the output layer) between the trained state and this
+/// network's.
+fn layer_difference(i: usize, old: &LayerState, new: &LayerState, net: &Network) -> String {
+    let input_major = net.config().layers[i].layout == crate::WeightLayout::InputMajor;
+    let features = |l: &LayerState| if input_major { l.rows } else { l.row_len };
+    if i == 0 && features(old) != features(new) {
+        return format!(
+            "the trained network reads {} input features, this one {}: the first layer \
+             cannot grow",
+            features(old),
+            features(new)
+        );
+    }
+    format!(
+        "layer {i} stores {} rows of {} values in the trained network, {} of {} in this one",
+        old.rows, old.row_len, new.rows, new.row_len
+    )
+}
+
+fn mismatch(reason: String) -> crate::SlideError {
+    config_error("continued network", reason)
+}

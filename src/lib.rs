@@ -68,8 +68,8 @@ pub mod data;
 pub mod error;
 pub mod eval;
 pub mod formats;
-pub mod head;
 mod growth;
+pub mod head;
 mod input;
 pub mod kernels;
 pub mod layer;
@@ -88,6 +88,7 @@ pub use config::{NetworkConfig, RebuildSchedule};
 pub use data::{DenseExamples, Examples, SparseExamples};
 pub use error::{Result, SlideError};
 pub use eval::{EVAL_BLOCK, EvalOptions, EvalPrecision};
+pub use growth::Continued;
 pub use head::{HeadConfig, Heads};
 pub use kernels::describe as describe_kernels;
 pub use layer::{
@@ -96,7 +97,6 @@ pub use layer::{
     SparseLayer, StateSource, StateTensor, Warmup, WarmupLength, WeightLayout, sample_rng,
 };
 pub use metrics::{Metrics, Propensities, PropensityModel};
-pub use growth::Continued;
 pub use network::{Network, NetworkState, StateScalars};
 pub use optimizer::{
     Adam, AdamConfig, BiasCorrection, Decay, LayerGradients, LrSchedule, UpdateCounts,

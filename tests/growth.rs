@@ -102,8 +102,13 @@ fn a_grown_network_keeps_the_trained_rows_and_learns_new_labels() {
     // The head's table (its shape does not depend on the labels) is carried.
     assert_eq!(after.heads, before.heads);
     // The tables hold the new rows too.
-    let ids = |net: &Network| net.table_stats()[1].clone().unwrap().stored_ids;
-    assert!(ids(&grown) > ids(&trained), "{} ids, {} before", ids(&grown), ids(&trained));
+    let ids = |net: &Network| net.table_stats()[1].unwrap().stored_ids;
+    assert!(
+        ids(&grown) > ids(&trained),
+        "{} ids, {} before",
+        ids(&grown),
+        ids(&trained)
+    );
 
     // Trained on the new labels' samples (with a share of the old ones), the grown network
     // predicts new labels, which the trained one could not name.
@@ -111,7 +116,13 @@ fn a_grown_network_keeps_the_trained_rows_and_learns_new_labels() {
     train(&mut grown, &mixed, 6);
     let samples: Vec<usize> = (0..new_data.len()).collect();
     let top = grown
-        .predict(&mut Workspace::new(), &new_data, &samples, Mode::EvalExact, 1)
+        .predict(
+            &mut Workspace::new(),
+            &new_data,
+            &samples,
+            Mode::EvalExact,
+            1,
+        )
         .unwrap();
     let right = samples
         .iter()
@@ -122,7 +133,10 @@ fn a_grown_network_keeps_the_trained_rows_and_learns_new_labels() {
         "{right} of {} samples with a new label right at P@1; {new_top} predict a new label",
         samples.len()
     );
-    assert!(new_top * 2 > samples.len(), "new labels predicted: {new_top}");
+    assert!(
+        new_top * 2 > samples.len(),
+        "new labels predicted: {new_top}"
+    );
     assert!(right * 2 > samples.len(), "right at P@1: {right}");
 }
 
@@ -137,14 +151,20 @@ fn shapes_that_cannot_continue_are_refused_and_change_nothing() {
         let before = net.export_state();
         let e = net.continue_from(&state).unwrap_err().to_string();
         assert!(e.contains(needle), "{e}");
-        assert!(net.export_state() == before, "a refusal changed the network");
+        assert!(
+            net.export_state() == before,
+            "a refusal changed the network"
+        );
     };
     refused(
         config(INPUTS + 10, 24, NEW, 1),
         "reads 120 input features, this one 130",
     );
     refused(config(INPUTS, 32, NEW, 1), "layer 0 stores");
-    refused(config(INPUTS, 24, OLD - 1, 1), "may add outputs, not remove them");
+    refused(
+        config(INPUTS, 24, OLD - 1, 1),
+        "may add outputs, not remove them",
+    );
     let three = NetworkConfig::new(
         INPUTS,
         vec![

@@ -99,7 +99,7 @@ impl Model {
                     (&config, loaded, Instant::now()),
                     &out,
                     talk,
-                    None,
+                    train::Start::New,
                     &interrupt,
                 )
             })

@@ -1,5 +1,7 @@
 //! Loads the train and test sets a config names.
 
+use std::path::Path;
+
 use anyhow::{Result, bail};
 use slide::formats::{idx, xmc};
 use slide::{DenseExamples, Examples, SparseExamples};
@@ -92,7 +94,54 @@ pub fn load(config: &DataConfig) -> Result<Loaded> {
         DataFormat::Idx => load_idx(config)?,
     };
     check_labelled(config, &loaded)?;
+    let mut loaded = loaded;
+    if let Some(path) = &config.replay {
+        add_replay(&mut loaded, config, path)?;
+    }
     Ok(loaded)
+}
+
+/// Adds to `loaded`'s training samples `data.replay_share` of the samples of the replay file
+/// `path` (each taken or not by a hash of its line's position, so the same ones every run),
+/// after checking that the file fits the run's features and labels.
+fn add_replay(loaded: &mut Loaded, config: &DataConfig, path: &Path) -> Result<()> {
+    if !path.exists() {
+        bail!("{}: no such file (data.replay)", path.display());
+    }
+    let replay = match config.format {
+        DataFormat::Xmc => {
+            let (samples, header) = xmc::read_xmc(path)?;
+            if header.features > loaded.features || header.labels > loaded.labels {
+                bail!(
+                    "{}: declares {} features and {} labels; data.replay must fit the training \
+                     file's {} and {}",
+                    path.display(),
+                    header.features,
+                    header.labels,
+                    loaded.features,
+                    loaded.labels
+                );
+            }
+            samples
+        }
+        DataFormat::Libsvm => xmc::read_libsvm(path, loaded.features, loaded.labels)?,
+        DataFormat::Idx => bail!("data.replay takes an xmc or libsvm file"),
+    };
+    let Dataset::Sparse(train) = &mut loaded.train else {
+        bail!("data.replay needs sparse training data");
+    };
+    let threshold = (config.replay_share * u64::MAX as f64) as u64;
+    for s in 0..replay.len() {
+        if slide::lsh::mix64(s as u64 ^ 0x7265_706c_6179) <= threshold {
+            let (a, b) = (replay.offsets[s], replay.offsets[s + 1]);
+            let labels = replay.labels(s);
+            if !labels.is_empty() {
+                train.push(&replay.indices[a..b], &replay.values[a..b], labels);
+            }
+        }
+    }
+    loaded.multi_label |= replay.label_offsets.windows(2).any(|w| w[1] - w[0] > 1);
+    Ok(())
 }
 
 /// `data.features` or `data.labels` (`what`), if given, must be what the data has.

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! slide-train --config configs/quickstart.toml [--set train.epochs=2] [--threads 2]
-//!             [--out runs/quickstart] [--quiet] [--resume CKPT]
+//!             [--out runs/quickstart] [--quiet] [--resume CKPT | --init-from CKPT]
 //! slide-train eval --config FILE --checkpoint CKPT [--mode exact|lsh|dense]
 //! slide-train predict --config FILE --checkpoint CKPT [--top-k K] [--out FILE] [--mode exact|lsh|dense]
 //! slide-train gen-data --preset amazon670k --out DIR [--scale 0.05] [--seed 1] [--train N] [--test N] [--labels N]
@@ -59,6 +59,10 @@ struct TrainArgs {
     /// newest complete checkpoint in this folder.
     #[arg(long, value_name = "CKPT|DIR")]
     resume: Option<PathBuf>,
+    /// Start a new run (this config's data, epochs and schedule) from a trained model's
+    /// checkpoint; labels the training data adds grow the output layer.
+    #[arg(long, value_name = "CKPT", conflicts_with = "resume")]
+    init_from: Option<PathBuf>,
 }
 
 /// What `eval` and `predict` score: a checkpoint, the config it was trained with, and how.
@@ -322,7 +326,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     &config,
                     &args.out,
                     args.quiet,
-                    args.resume.as_deref(),
+                    match (&args.resume, &args.init_from) {
+                        (Some(path), _) => train::Start::Resume(path),
+                        (None, Some(path)) => train::Start::InitFrom(path),
+                        (None, None) => train::Start::New,
+                    },
                     &interrupt,
                 )
             })

@@ -391,7 +391,7 @@ fn run(o: &Options) -> Result<(), String> {
         println!("== {engine}: {}", dir.display());
         std::io::stdout().flush().ok();
         let interrupt = AtomicUsize::new(0);
-        train::run(&c, &dir, true, None, &interrupt).map_err(|e| match e {
+        train::run(&c, &dir, true, train::Start::New, &interrupt).map_err(|e| match e {
             Failure::Input(e) | Failure::Training(e) => format!("{engine}: {e:#}"),
             Failure::Interrupted { message, .. } => message,
         })?;

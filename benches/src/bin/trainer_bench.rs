@@ -175,7 +175,7 @@ fn run() -> Result<(), String> {
         .num_threads(o.threads)
         .build()
         .map_err(|e| e.to_string())?;
-    pool.install(|| train::run(&cfg, &out, true, None, &AtomicUsize::new(0)))
+    pool.install(|| train::run(&cfg, &out, true, train::Start::New, &AtomicUsize::new(0)))
         .map_err(|e| format!("training failed: {e:?}"))?;
     let peak_mib = train::peak_resident_mib().unwrap_or(0.0);
     let samples_trained = train_samples * o.epochs as u64;

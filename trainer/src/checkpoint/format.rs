@@ -263,12 +263,11 @@ impl<R: Read + Seek> StateSource for FileSource<R> {
     }
 }
 
-pub(super) fn read_checkpoint<R: Read + Seek>(
-    mut reader: R,
-    net: &mut Network,
-    identity: &Identity,
-    require: Require,
-) -> Result<Position> {
+/// A checkpoint's safetensors header, its length in bytes and its metadata, checked against
+/// the file's length (the tensors are not read).
+pub(super) fn read_header<R: Read + Seek>(
+    reader: &mut R,
+) -> Result<(Metadata, u64, HashMap<String, String>)> {
     let not_readable =
         |problem: String| anyhow!("not a readable safetensors checkpoint ({problem})");
     let file_len = reader.seek(SeekFrom::End(0)).context("cannot read")?;
@@ -295,6 +294,16 @@ pub(super) fn read_checkpoint<R: Read + Seek>(
         )));
     }
     let meta = header.metadata().clone().unwrap_or_default();
+    Ok((header, header_len, meta))
+}
+
+pub(super) fn read_checkpoint<R: Read + Seek>(
+    mut reader: R,
+    net: &mut Network,
+    identity: &Identity,
+    require: Require,
+) -> Result<Position> {
+    let (header, header_len, meta) = read_header(&mut reader)?;
     let get = |key: &str| {
         meta.get(key)
             .cloned()
@@ -360,6 +369,11 @@ pub(super) fn read_checkpoint<R: Read + Seek>(
         next_rebuild: number("next_rebuild")?,
         rebuild_period: f64::from_bits(number("rebuild_period_bits")?),
         generations,
+        // Written since continued runs (`--init-from`); 0 in older checkpoints.
+        earlier_steps: match meta.contains_key("earlier_steps") {
+            true => number("earlier_steps")?,
+            false => 0,
+        },
     };
     let position = Position {
         epoch: number("epoch")? as usize,

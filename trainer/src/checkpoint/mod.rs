@@ -28,7 +28,7 @@ use slide::Network;
 use slide::formats::printable;
 
 pub use files::{list, remove_stale_temporaries};
-use format::{PENDING_CHECKSUM, checksum, dtype, read_checkpoint, write_tensors};
+use format::{PENDING_CHECKSUM, checksum, dtype, read_checkpoint, read_header, write_tensors};
 use identity::FORMAT_NAME;
 pub use identity::{FORMAT_VERSION, Identity, Position, Require};
 
@@ -115,6 +115,10 @@ pub fn write(
         ("version".to_string(), FORMAT_VERSION.to_string()),
         ("network".to_string(), format!("{:016x}", identity.network)),
         ("step".to_string(), scalars.step.to_string()),
+        (
+            "earlier_steps".to_string(),
+            scalars.earlier_steps.to_string(),
+        ),
         ("next_rebuild".to_string(), scalars.next_rebuild.to_string()),
         (
             "rebuild_period_bits".to_string(),
@@ -211,4 +215,16 @@ pub fn load_from<R: Read + Seek>(
 ) -> Result<Position> {
     read_checkpoint(reader, net, identity, require)
         .map_err(|e| anyhow!("{}: {}", path.display(), printable(&format!("{e:#}"))))
+}
+
+/// The settings a checkpoint was written with (`setting.NAME` of its metadata, by `NAME`),
+/// read from its header alone (its tensors are neither read nor checked).
+pub fn settings(path: &Path) -> Result<HashMap<String, String>> {
+    let mut file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
+    let (_, _, meta) = read_header(&mut file)
+        .map_err(|e| anyhow!("{}: {}", path.display(), printable(&format!("{e:#}"))))?;
+    Ok(meta
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("setting.")?.to_string(), v)))
+        .collect())
 }

@@ -41,6 +41,10 @@ pub struct Config {
     /// update the file; [`load`] prints them.
     #[serde(skip)]
     pub notes: Vec<String>,
+    /// The config as read (overrides applied, old keys upgraded), before the output size
+    /// was filled from the data: what [`Config::with_output_size`] resolves again.
+    #[serde(skip)]
+    source: Option<toml::Table>,
 }
 
 /// Finds a config: the path as given, or a bare name looked up in `configs/`.
@@ -74,14 +78,41 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Config> {
         apply_override(&mut value, item)?;
     }
     let notes = legacy::upgrade(&mut value).with_context(|| format!("{}", path.display()))?;
+    let source = value.clone();
     sizes::fill_output_size(&mut value).with_context(|| format!("{}", path.display()))?;
     let mut config: Config = Config::deserialize(value)
         .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), one_line(&e.to_string())))?;
     config.notes = notes;
+    config.source = Some(source);
     config
         .validate()
         .with_context(|| format!("{}", path.display()))?;
     Ok(config)
+}
+
+impl Config {
+    /// This config with an output layer of `size` outputs, every size that follows from
+    /// the output layer's (an LSH layer's tables, its shared pool) resolved again for it:
+    /// the config of the model a continued run (`--init-from`) starts from.
+    pub fn with_output_size(&self, size: usize) -> Result<Config> {
+        let mut value = self
+            .source
+            .clone()
+            .context("this config was not read from a file: its sizes cannot be resolved again")?;
+        let last = value
+            .get_mut("network")
+            .and_then(toml::Value::as_table_mut)
+            .and_then(|n| n.get_mut("layers"))
+            .and_then(toml::Value::as_array_mut)
+            .and_then(|layers| layers.last_mut())
+            .and_then(toml::Value::as_table_mut)
+            .context("the config has no [[network.layers]]")?;
+        last.insert("size".into(), toml::Value::Integer(i64::try_from(size)?));
+        let mut config = Config::deserialize(value)?;
+        config.validate()?;
+        config.source = self.source.clone();
+        Ok(config)
+    }
 }
 
 /// A config's text with `overrides` applied, as TOML: what [`parse`] of it without

@@ -75,6 +75,18 @@ pub struct DataConfig {
     pub features: Option<usize>,
     /// Number of labels or classes: required for libsvm; checked otherwise.
     pub labels: Option<usize>,
+    /// A training file of an earlier run (xmc, libsvm; within this run's features and
+    /// labels), a share of whose samples is added to the training samples: rehearsal that
+    /// keeps a run continued on new data (`--init-from`) from forgetting the old.
+    pub replay: Option<PathBuf>,
+    /// The share of `replay`'s samples added, in (0, 1] (default 0.2).
+    #[serde(default = "default_replay_share")]
+    pub replay_share: f64,
+}
+
+/// [`DataConfig::replay_share`]'s default.
+fn default_replay_share() -> f64 {
+    0.2
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -43,6 +43,13 @@ impl Config {
                 }
             }
         }
+        let share = self.data.replay_share;
+        if !(share > 0.0 && share <= 1.0) {
+            bail!("data.replay_share must be in (0, 1], got {share}");
+        }
+        if self.data.replay.is_some() && self.data.format == DataFormat::Idx {
+            bail!("data.replay takes an xmc or libsvm file");
+        }
         if matches!(self.data.format, DataFormat::Libsvm)
             && (self.data.features.is_none() || self.data.labels.is_none())
         {

@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::data::Loaded;
 use crate::failure::Failure;
 
+mod continued;
 mod evaluation;
 mod metrics;
 pub(crate) mod prepare;
@@ -27,24 +28,39 @@ use saver::Saver;
 use steps::{Rate, shuffle, train_step};
 
 /// Trains as `config` says, writing metrics and checkpoints under `out`; continues from the
-/// checkpoint `resume` if given; `quiet` prints evaluations only. When `interrupt` becomes
+/// checkpoint `start` names (see [`Start`]); `quiet` prints evaluations only. When `interrupt` becomes
 /// non-zero (a signal handler stores the signal's number there), the run stops after the
 /// step in progress, writes a checkpoint and returns [`Failure::Interrupted`].
 pub fn run(
     config: &Config,
     out: &Path,
     quiet: bool,
-    resume: Option<&Path>,
+    start: Start<'_>,
     interrupt: &AtomicUsize,
 ) -> Result<(), Failure> {
     let started = std::time::Instant::now();
     let loaded = crate::data::load(&config.data).map_err(Failure::Input)?;
     let talk = if quiet { Talk::Evaluations } else { Talk::All };
-    let trained = train((config, loaded, started), out, talk, resume, interrupt)?;
+    let trained = train((config, loaded, started), out, talk, start, interrupt)?;
     match trained.interrupted {
         Some(failure) => Err(failure),
         None => Ok(()),
     }
+}
+
+/// Where a run starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Start<'a> {
+    /// A new network, as the config initialises it.
+    #[default]
+    New,
+    /// Where the checkpoint (or the newest in the folder) of the same run left off
+    /// (`--resume`): every setting must match.
+    Resume(&'a Path),
+    /// A new run (its own data, epochs and schedule) from a trained model's checkpoint,
+    /// with more labels if the data has them (`--init-from`, see
+    /// [`slide::Network::continue_from`]).
+    InitFrom(&'a Path),
 }
 
 /// What a run prints.
@@ -77,9 +93,14 @@ pub fn train(
     (config, loaded, started): (&Config, Loaded, std::time::Instant),
     out: &Path,
     talk: Talk,
-    resume: Option<&Path>,
+    start: Start<'_>,
     interrupt: &AtomicUsize,
 ) -> Result<Trained, Failure> {
+    let (resume, init_from) = match start {
+        Start::New => (None, None),
+        Start::Resume(path) => (Some(path), None),
+        Start::InitFrom(path) => (None, Some(path)),
+    };
     // One process, or the ranks of an MPI job: every rank but the first works silently
     // and writes its metrics into a folder of its own; each writes its own checkpoints.
     let comm = crate::world::connect().map_err(Failure::Input)?;
@@ -93,7 +114,20 @@ pub fn train(
         loaded,
         mut net,
         identity,
-    } = prepare_loaded(config, (loaded, started), resume.is_some(), log, comm)?;
+    } = {
+        let mut loaded = loaded;
+        let plan = init_from
+            .map(|path| continued::plan(path, &mut loaded, ranks))
+            .transpose()?;
+        let mut prepared =
+            prepare_loaded(config, (loaded, started), start != Start::New, log, comm)?;
+        if let Some(plan) = plan {
+            let samples = prepared.loaded.train.examples().len();
+            let say = talk != Talk::Nothing;
+            continued::apply(plan, config, samples, &mut prepared.net, say)?;
+        }
+        prepared
+    };
     let quiet = talk != Talk::All || rank > 0;
     let rank_out = out.join(format!("rank-{rank}"));
     let (out, checkpoints) = match ranks {

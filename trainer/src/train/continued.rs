@@ -1,0 +1,112 @@
+//! `--init-from`: a new run (its own data, epochs and schedule) that starts from a trained
+//! model's checkpoint, its output layer grown by the labels the new training data adds
+//! (see [`slide::Network::continue_from`]).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use slide::Network;
+
+use crate::checkpoint;
+use crate::config::Config;
+use crate::data::Loaded;
+use crate::failure::Failure;
+
+/// What a continued run takes from its checkpoint's header before its network is built.
+pub(super) struct Plan<'a> {
+    path: &'a Path,
+    /// Input features the trained model reads.
+    inputs: usize,
+    /// Its outputs (labels).
+    labels: usize,
+}
+
+/// Reads the checkpoint's header and checks the new data against it, before any work: no
+/// more input features than the model read, no fewer labels than it has (the model's
+/// feature count becomes the data's). Refused on the ranks of an MPI job.
+pub(super) fn plan<'a>(
+    path: &'a Path,
+    loaded: &mut Loaded,
+    ranks: usize,
+) -> Result<Plan<'a>, Failure> {
+    let refuse =
+        |reason: String| Failure::Input(anyhow!("--init-from {}: {reason}", path.display()));
+    if ranks > 1 {
+        return Err(refuse("a continued run takes one process".into()));
+    }
+    let settings = checkpoint::settings(path).map_err(Failure::Input)?;
+    let number = |key: &str| {
+        settings
+            .get(key)
+            .and_then(|v| v.parse::<usize>().ok())
+            .ok_or_else(|| refuse(format!("the checkpoint names no `{key}`")))
+    };
+    let inputs = number("input_dim")?;
+    let layers = (0..)
+        .take_while(|i| settings.contains_key(&format!("layers.{i}.out_dim")))
+        .count();
+    let labels = number(&format!("layers.{}.out_dim", layers.max(1) - 1))?;
+    if loaded.features > inputs {
+        return Err(refuse(format!(
+            "the training data has {} input features, the model was trained on {inputs}: a \
+             continued run cannot add input features (train a new model on all the data)",
+            loaded.features
+        )));
+    }
+    if loaded.labels < labels {
+        return Err(refuse(format!(
+            "the training data has {} labels, the model {labels}: a continued run may add \
+             labels, not remove them (give the data's header the model's label count or more)",
+            loaded.labels
+        )));
+    }
+    loaded.features = inputs;
+    Ok(Plan {
+        path,
+        inputs,
+        labels,
+    })
+}
+
+/// Loads the checkpoint into a network of the trained model's shape (`config`'s network
+/// with the checkpoint's input and label counts: a checkpoint of another architecture is
+/// refused, naming the settings that differ) and continues `net` from it.
+pub(super) fn apply(
+    plan: Plan<'_>,
+    config: &Config,
+    train_samples: usize,
+    net: &mut Network,
+    say: bool,
+) -> Result<(), Failure> {
+    let trained_config = config
+        .with_output_size(plan.labels)
+        .map_err(|e| Failure::Input(anyhow!("--init-from {}: {e:#}", plan.path.display())))?
+        .network(plan.inputs, train_samples);
+    let identity = checkpoint::Identity::of(&trained_config, config.train.batch_size);
+    let mut trained =
+        Network::sharded_with_empty_tables(trained_config, Arc::new(slide::comm::Local))
+            .map_err(|e| Failure::Input(e.into()))?;
+    checkpoint::load(
+        plan.path,
+        &mut trained,
+        &identity,
+        checkpoint::Require::Network,
+    )
+    .map_err(Failure::Input)?;
+    let state = trained.export_state();
+    drop(trained);
+    let continued = net
+        .continue_from(&state)
+        .map_err(|e| Failure::Input(anyhow!("--init-from {}: {e}", plan.path.display())))?;
+    if say {
+        println!(
+            "continued from {}: {} labels, {} of them new; the model had taken {} optimizer steps",
+            plan.path.display(),
+            continued.outputs,
+            continued.outputs - continued.outputs_before,
+            continued.earlier_steps
+        );
+    }
+    Ok(())
+}

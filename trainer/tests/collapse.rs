@@ -114,7 +114,7 @@ fn train(dir: &Path, name: &str, recipe: &str) -> serde_json::Value {
         .num_threads(2)
         .build()
         .unwrap();
-    pool.install(|| train::run(&config, &out, true, None, &AtomicUsize::new(0)))
+    pool.install(|| train::run(&config, &out, true, train::Start::New, &AtomicUsize::new(0)))
         .unwrap_or_else(|_| panic!("{name} trains"));
     last_eval(&out.join("metrics.jsonl"))
 }

@@ -190,6 +190,14 @@ impl Network {
         &self.heads
     }
 
+    /// Builds what the heads build from training data (the rare-labels index) from `data`,
+    /// where not built yet; otherwise the first training step builds it from its own data.
+    /// A run that trains on a share of its samples (a replay file's) builds it here from
+    /// all of them.
+    pub fn prepare_heads(&mut self, data: &dyn crate::Examples) {
+        self.heads.prepare(data);
+    }
+
     /// The rate the heads learn at beside the network now: the network's current rate and
     /// the one it was built with.
     pub(crate) fn head_rate(&self) -> HeadRate {

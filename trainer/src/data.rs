@@ -50,6 +50,34 @@ pub struct Loaded {
     pub labels: usize,
     /// Whether some sample has more than one label (P@3/P@5 are then reported).
     pub multi_label: bool,
+    /// Every sample of `data.replay` and how many of `train`'s samples come before the
+    /// share of them that `train` holds: what the heads build from training data is built
+    /// from those samples and the whole replay file.
+    pub replay: Option<(SparseExamples, usize)>,
+}
+
+/// The first `.1` samples of one set of examples and every sample of another, read as one
+/// (a run's own training samples and a whole replay file).
+pub struct Joined<'a>(pub &'a dyn Examples, pub usize, pub &'a dyn Examples);
+
+impl Examples for Joined<'_> {
+    fn len(&self) -> usize {
+        self.1 + self.2.len()
+    }
+
+    fn input(&self, i: usize) -> slide::lsh::Vector<'_> {
+        match i.checked_sub(self.1) {
+            None => self.0.input(i),
+            Some(j) => self.2.input(j),
+        }
+    }
+
+    fn labels(&self, i: usize) -> &[u32] {
+        match i.checked_sub(self.1) {
+            None => self.0.labels(i),
+            Some(j) => self.2.labels(j),
+        }
+    }
 }
 
 impl Loaded {
@@ -68,6 +96,7 @@ impl Loaded {
             features,
             labels,
             multi_label,
+            replay: None,
         }
     }
 
@@ -130,6 +159,7 @@ fn add_replay(loaded: &mut Loaded, config: &DataConfig, path: &Path) -> Result<(
     let Dataset::Sparse(train) = &mut loaded.train else {
         bail!("data.replay needs sparse training data");
     };
+    let own = train.len();
     let threshold = (config.replay_share * u64::MAX as f64) as u64;
     for s in 0..replay.len() {
         if slide::lsh::mix64(s as u64 ^ 0x7265_706c_6179) <= threshold {
@@ -141,6 +171,7 @@ fn add_replay(loaded: &mut Loaded, config: &DataConfig, path: &Path) -> Result<(
         }
     }
     loaded.multi_label |= replay.label_offsets.windows(2).any(|w| w[1] - w[0] > 1);
+    loaded.replay = Some((replay, own));
     Ok(())
 }
 
@@ -245,6 +276,7 @@ fn load_idx(config: &DataConfig) -> Result<Loaded> {
         test: Dataset::Dense(test),
         labels: classes,
         multi_label: false,
+        replay: None,
     })
 }
 

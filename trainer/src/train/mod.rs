@@ -145,8 +145,12 @@ pub fn train(
         train,
         test,
         multi_label,
+        replay,
         ..
     } = loaded;
+    if let Some((replay, own)) = &replay {
+        net.prepare_heads(&crate::data::Joined(train.examples(), *own, replay));
+    }
     let resume = resume
         .map(|path| newest_in(&ranks_checkpoints(path, rank, ranks)?))
         .transpose()?;

@@ -249,6 +249,50 @@ class Classifier:
                 shutil.rmtree(out, ignore_errors=True)
         return self
 
+    def partial_fit(
+        self,
+        X: Any,
+        Y: Any,
+        X_val: Any = None,
+        Y_val: Any = None,
+        epochs: Optional[int] = None,
+    ) -> "Classifier":
+        """Continues the trained model (from ``fit``, an earlier ``partial_fit`` or
+        ``slide.load``) on ``X`` and ``Y``, as ``slide-train --init-from`` does: a new run of
+        its config (``epochs`` and the keyword arguments as in ``fit``) from its weights,
+        tables and optimizer state. ``Y`` may have more label columns than the model has
+        labels: the output layer grows by them (new labels need samples here). ``X`` may not
+        have more features than the model reads. To keep what it knows of the old labels,
+        pass a share of the old samples with the new ones (``scipy.sparse.vstack``).
+        Returns ``self``; an untrained Classifier is trained with ``fit``."""
+        if self._model is None:
+            return self.fit(X, Y, X_val, Y_val, epochs)
+        x = _csr_inputs(X)
+        labels = max(self._model.labels, _csr_labels(Y, None, x.shape[0]).shape[1])
+        y = _csr_labels(Y, labels, x.shape[0])
+        validation = None
+        if X_val is not None or Y_val is not None:
+            if X_val is None or Y_val is None:
+                raise ValueError("give both X_val and Y_val, or neither")
+            xv = _csr_inputs(X_val)
+            yv = _csr_labels(Y_val, labels, xv.shape[0])
+            validation = ((xv.indptr, xv.indices, xv.data), (yv.indptr, yv.indices))
+        out = os.fspath(self.out) if self.out is not None else tempfile.mkdtemp(prefix="slide-")
+        try:
+            self._model.partial_fit(
+                self._override_lines(epochs),
+                _parts(x),
+                (y.indptr, y.indices, y.shape[1]),
+                validation,
+                out,
+                self.verbose,
+                self.threads,
+            )
+        finally:
+            if self.out is None:
+                shutil.rmtree(out, ignore_errors=True)
+        return self
+
     def _fitted(self) -> "_slide.Model":
         if self._model is None:
             raise ValueError("this Classifier is not trained yet: call fit first, or slide.load")

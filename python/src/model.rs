@@ -66,46 +66,21 @@ impl Model {
     ) -> PyResult<Model> {
         let (features, labels) = (x.3, y.2);
         let (config, text) = read_config(text, &path, &overrides, (features, labels))?;
-        let x_csr = Csr::inputs((x.0, x.1, x.2, features));
-        let y_csr = Csr::labels((y.0, y.1, labels));
-        let train_set = examples(&x_csr, Some(&y_csr))?;
-        let test_set = match validation {
-            Some(((vi, vx, vd), (li, lx))) => {
-                let xv = Csr::inputs((vi, vx, vd, features));
-                let yv = Csr::labels((li, lx, labels));
-                examples(&xv, Some(&yv))?
-            }
-            None => SparseExamples::new(),
-        };
-        if train_set.len() == 0 {
-            return Err(PyValueError::new_err("X has no rows to train on"));
-        }
+        let (train_set, test_set) = sets(x, y, validation, features, labels)?;
         let train_samples = train_set.len();
         let propensities = Propensities::from_examples(&train_set, labels, config.train.propensity)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let loaded = Loaded::sparse(train_set, test_set, features, labels);
-        let talk = if verbose { Talk::All } else { Talk::Nothing };
-        let pool = pool(threads)?;
-        let interrupt = Arc::new(AtomicUsize::new(0));
-        let on_signal = signal_hook::flag::register_usize(
-            signal_hook::consts::SIGINT,
-            Arc::clone(&interrupt),
-            signal_hook::consts::SIGINT as usize,
-        )
-        .map_err(|e| PyRuntimeError::new_err(format!("cannot watch for Ctrl-C: {e}")))?;
-        let result = py.detach(|| {
-            pool.install(|| {
-                train::train(
-                    (&config, loaded, Instant::now()),
-                    &out,
-                    talk,
-                    train::Start::New,
-                    &interrupt,
-                )
-            })
-        });
-        signal_hook::low_level::unregister(on_signal);
-        let trained = result.map_err(failure)?;
+        let result = run_loop(
+            py,
+            &config,
+            loaded,
+            &out,
+            verbose,
+            threads,
+            train::Start::New,
+        );
+        let trained = result?.map_err(failure)?;
         let model = Model {
             net: trained.net,
             config,
@@ -128,6 +103,81 @@ impl Model {
             }
             Some(other) => Err(failure(other)),
             None => Ok(model),
+        }
+    }
+
+    /// Continues this model on `x` and `y` as `slide-train --init-from` does: a new run of
+    /// the model's config (with `overrides`: its epochs, ...) from its weights, tables and
+    /// optimizer state. `y` may have more label columns than the model: the output layer
+    /// grows by them; `x` may not have more features. Metrics go to `out`. On Ctrl-C the
+    /// model keeps what it learnt and `KeyboardInterrupt` is raised.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (overrides, x, y, validation, out, verbose, threads))]
+    fn partial_fit(
+        &mut self,
+        py: Python<'_>,
+        overrides: Vec<String>,
+        x: Inputs<'_>,
+        y: Labels<'_>,
+        validation: Option<Validation<'_>>,
+        out: PathBuf,
+        verbose: bool,
+        threads: Option<usize>,
+    ) -> PyResult<()> {
+        let (features, labels) = (x.3, y.2);
+        if features > self.features {
+            return Err(PyValueError::new_err(format!(
+                "X has {features} features, the model reads {}: a continued model cannot add input features",
+                self.features
+            )));
+        }
+        if labels < self.labels {
+            return Err(PyValueError::new_err(format!(
+                "Y has {labels} label columns, the model {}: a continued model may add labels, not remove them",
+                self.labels
+            )));
+        }
+        let name = Path::new(CONFIG_FILE);
+        let (config, text) = read_config(&self.text, name, &overrides, (self.features, labels))?;
+        let (train_set, test_set) = sets(x, y, validation, self.features, labels)?;
+        let train_samples = train_set.len();
+        let propensities = Propensities::from_examples(&train_set, labels, config.train.propensity)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let loaded = Loaded::sparse(train_set, test_set, self.features, labels);
+        // The model as a checkpoint, which the run continues from.
+        let saved = std::env::temp_dir().join(format!(
+            "slide-partial-fit-{}-{}",
+            std::process::id(),
+            self.net.step()
+        ));
+        let at = Position { epoch: 1, batch: 0 };
+        let checkpoint =
+            checkpoint::save(&saved, &self.net, at, &self.identity(), 1).map_err(bad)?;
+        let result = run_loop(
+            py,
+            &config,
+            loaded,
+            &out,
+            verbose,
+            threads,
+            train::Start::InitFrom(&checkpoint),
+        );
+        let _ = std::fs::remove_dir_all(&saved);
+        let trained = result?.map_err(failure)?;
+        self.net = trained.net;
+        self.config = config;
+        self.text = text;
+        self.labels = labels;
+        self.train_samples = train_samples;
+        self.last_eval = trained.last_eval.map(|e| e.metrics);
+        self.propensities = Some(propensities);
+        match trained.interrupted {
+            Some(Failure::Interrupted { message, .. }) => {
+                let _ = py.check_signals();
+                Err(PyKeyboardInterrupt::new_err(message))
+            }
+            Some(other) => Err(failure(other)),
+            None => Ok(()),
         }
     }
 
@@ -312,6 +362,67 @@ impl Model {
     fn last_eval<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         self.last_eval.map(|m| metrics_dict(py, &m)).transpose()
     }
+}
+
+/// The training set of `x`, `y` (`features` inputs, `labels` labels) and the validation
+/// set (empty without one); an empty `x` is an error.
+fn sets(
+    x: Inputs<'_>,
+    y: Labels<'_>,
+    validation: Option<Validation<'_>>,
+    features: usize,
+    labels: usize,
+) -> PyResult<(SparseExamples, SparseExamples)> {
+    let x_csr = Csr::inputs((x.0, x.1, x.2, features));
+    let y_csr = Csr::labels((y.0, y.1, labels));
+    let train_set = examples(&x_csr, Some(&y_csr))?;
+    let test_set = match validation {
+        Some(((vi, vx, vd), (li, lx))) => {
+            let xv = Csr::inputs((vi, vx, vd, features));
+            let yv = Csr::labels((li, lx, labels));
+            examples(&xv, Some(&yv))?
+        }
+        None => SparseExamples::new(),
+    };
+    if train_set.len() == 0 {
+        return Err(PyValueError::new_err("X has no rows to train on"));
+    }
+    Ok((train_set, test_set))
+}
+
+/// The trainer's loop on `loaded` from `start`, on `threads` threads with the GIL
+/// released; Ctrl-C stops it after the step in progress (the result says so).
+fn run_loop(
+    py: Python<'_>,
+    config: &Config,
+    loaded: Loaded,
+    out: &Path,
+    verbose: bool,
+    threads: Option<usize>,
+    start: train::Start<'_>,
+) -> PyResult<Result<train::Trained, Failure>> {
+    let talk = if verbose { Talk::All } else { Talk::Nothing };
+    let pool = pool(threads)?;
+    let interrupt = Arc::new(AtomicUsize::new(0));
+    let on_signal = signal_hook::flag::register_usize(
+        signal_hook::consts::SIGINT,
+        Arc::clone(&interrupt),
+        signal_hook::consts::SIGINT as usize,
+    )
+    .map_err(|e| PyRuntimeError::new_err(format!("cannot watch for Ctrl-C: {e}")))?;
+    let result = py.detach(|| {
+        pool.install(|| {
+            train::train(
+                (config, loaded, Instant::now()),
+                out,
+                talk,
+                start,
+                &interrupt,
+            )
+        })
+    });
+    signal_hook::low_level::unregister(on_signal);
+    Ok(result)
 }
 
 /// `metrics` as a dict: `"p@1"`, `"p@3"`, `"p@5"`, `"ndcg@1"`, ..., and with propensities

@@ -5,19 +5,35 @@ training samples (new labels are rare ones; among all labels where too few are r
 renumbered after the others, so that a model trained without them has an output layer that
 a continued run grows.
 
-    python3 benches/real/new_labels.py --data datasets/real/deb-deps --out DIR [--seed 1]
+    python3 benches/real/new_labels.py --data datasets/real/deb-deps --out DIR [--seed 1] \
+        [--measure ROUNDS]
 
 Writes, in the XMC text format (header `samples features labels`):
   DIR/full/train.txt, DIR/full/test.txt  every sample, labels renumbered (all L labels)
   DIR/old/train.txt, DIR/old/test.txt    the samples without a held label (K = L - held labels)
   DIR/new/train.txt                      the training samples with a held label, all their labels (L)
   DIR/new/test.txt                       the test samples with a held label (L): the new labels' own P@1
-and prints the counts.
+and prints the counts. With --measure ROUNDS it then runs the protocol with
+target/release/slide-train and configs/xmc.toml, one run at a time (run it alone on the
+machine): the model of the old samples (once), then ROUNDS alternating rounds of a model
+trained from scratch on full/ and that model continued (--init-from) on new/ with a replay
+of old/ (CONTINUE below), each scored on full/test.txt and new/test.txt; rows go to
+DIR/results.csv, medians to standard output.
 """
 
 import argparse
+import csv
+import glob
+import json
 import os
 import random
+import statistics
+import subprocess
+
+BIN = "target/release/slide-train"
+CONFIG = "configs/xmc.toml"
+# How the continued run trains (chosen on deb-deps; see docs/guide.md).
+CONTINUE = ["train.epochs=2", "data.replay_share=0.4", "train.lr=0.003"]
 
 
 def read(path):
@@ -49,6 +65,8 @@ def main():
     p.add_argument("--share", type=float, default=0.1, help="share of the labels held back")
     p.add_argument("--rare", type=int, default=20, help="rare: fewer training samples than this")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--measure", type=int, default=0, metavar="ROUNDS",
+                   help="then run the protocol, ROUNDS alternating rounds")
     a = p.parse_args()
     features, labels, train = read(os.path.join(a.data, "train.txt"))
     _, _, test = read(os.path.join(a.data, "test.txt"))
@@ -80,12 +98,71 @@ def main():
     new_test = [r for r in test if has_new(r[0])]
     write(os.path.join(a.out, "new/train.txt"), new_train, features, labels)
     write(os.path.join(a.out, "new/test.txt"), new_test, features, labels)
-    print(
+    summary = (
         f"{labels} labels, {held_count} held back (from {'rare' if pool is rare else 'all'} "
         f"labels: {len(rare)} have 1-{a.rare - 1} training samples); training samples: "
         f"{len(train)} in all, {len(old_train)} without a held label, {len(new_train)} with one; "
         f"test samples with one: {len(new_test)} of {len(test)}"
     )
+    print(summary)
+    if a.measure:
+        measure(a.out, a.measure)
+
+
+def run(out, sets, init_from=None):
+    """One training run into OUT (removed first); returns its final checkpoint and training
+    seconds."""
+    subprocess.run(["rm", "-rf", out], check=True)
+    args = [BIN, "--config", CONFIG, "--quiet", "--out", out]
+    if init_from:
+        args += ["--init-from", init_from]
+    for s in sets + ["train.eval_samples=0"]:
+        args += ["--set", s]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    last = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))][-1]
+    checkpoint = sorted(glob.glob(os.path.join(out, "checkpoints", "*.safetensors")))[-1]
+    return checkpoint, last["train_seconds"]
+
+
+def score(checkpoint, train, test):
+    """P@1 and P@5 of `slide-train eval` on TEST."""
+    args = [BIN, "eval", "--config", CONFIG, "--checkpoint", checkpoint,
+            "--set", f'data.train="{train}"', "--set", f'data.test="{test}"']
+    text = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    value = lambda key: float(text.split(key + " ")[1].split(",")[0])
+    return value("P@1"), value("P@5")
+
+
+def measure(out, rounds):
+    files = lambda part, name: os.path.join(out, part, name)
+    data = lambda part, test_part=None: [
+        f'data.train="{files(part, "train.txt")}"',
+        f'data.test="{files(test_part or part, "test.txt")}"',
+    ]
+    base, _ = run(os.path.join(out, "run-old"), data("old"))
+    rows = []
+    for r in range(1, rounds + 1):
+        for system in ("scratch", "continued"):
+            if system == "scratch":
+                ckpt, seconds = run(os.path.join(out, "run-scratch"), data("full"))
+            else:
+                sets = data("new", "full") + [f'data.replay="{files("old", "train.txt")}"'] + CONTINUE
+                ckpt, seconds = run(os.path.join(out, "run-continued"), sets, init_from=base)
+            p1, p5 = score(ckpt, files("full", "train.txt"), files("full", "test.txt"))
+            new_p1, _ = score(ckpt, files("full", "train.txt"), files("new", "test.txt"))
+            rows.append(dict(round=r, system=system, train_seconds=round(seconds, 3),
+                             p_at_1=p1, p_at_5=p5, new_labels_p_at_1=new_p1))
+            print(rows[-1], flush=True)
+    with open(os.path.join(out, "results.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    for system in ("scratch", "continued"):
+        mine = [x for x in rows if x["system"] == system]
+        median = lambda key: statistics.median(x[key] for x in mine)
+        print(f"{system}: training {median('train_seconds'):.2f} s (median of {len(mine)}), "
+              f"P@1 {median('p_at_1'):.4f}, P@5 {median('p_at_5'):.4f}, "
+              f"new labels' P@1 {median('new_labels_p_at_1'):.4f}")
 
 
 if __name__ == "__main__":

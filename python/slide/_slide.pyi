@@ -20,6 +20,16 @@ class Model:
         verbose: bool,
         threads: Optional[int],
     ) -> "Model": ...
+    def partial_fit(
+        self,
+        overrides: Sequence[str],
+        x: tuple[Any, Any, Any, int],
+        y: tuple[Any, Any, int],
+        validation: Optional[tuple[tuple[Any, Any, Any], tuple[Any, Any]]],
+        out: str,
+        verbose: bool,
+        threads: Optional[int],
+    ) -> None: ...
     def predict(
         self, x: tuple[Any, Any, Any, int], k: int, mode: Optional[str], threads: Optional[int]
     ) -> tuple[bytes, bytes]: ...

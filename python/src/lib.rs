@@ -6,6 +6,7 @@
 mod arrays;
 mod model;
 mod support;
+mod training;
 
 use std::path::PathBuf;
 

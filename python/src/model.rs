@@ -2,11 +2,8 @@
 //! on arrays, scored and saved as `slide-train` checkpoints, loaded from them.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
-use std::time::Instant;
 
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use slide::{
@@ -16,10 +13,11 @@ use slide_trainer::checkpoint::{self, Identity, Position, Require};
 use slide_trainer::config::{self, Config};
 use slide_trainer::data::Loaded;
 use slide_trainer::failure::Failure;
-use slide_trainer::train::{self, Talk};
+use slide_trainer::train;
 
 use crate::arrays::{Csr, Inputs, Labels, Validation, examples};
-use crate::support::{bad, failure, pool, read_config, shape};
+use crate::support::{bad, failure, metrics_dict, pool, read_config, shape};
+use crate::training::{run_loop, sets};
 
 /// The file beside a saved model's checkpoint that holds its config.
 const CONFIG_FILE: &str = "config.toml";
@@ -362,77 +360,6 @@ impl Model {
     fn last_eval<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         self.last_eval.map(|m| metrics_dict(py, &m)).transpose()
     }
-}
-
-/// The training set of `x`, `y` (`features` inputs, `labels` labels) and the validation
-/// set (empty without one); an empty `x` is an error.
-fn sets(
-    x: Inputs<'_>,
-    y: Labels<'_>,
-    validation: Option<Validation<'_>>,
-    features: usize,
-    labels: usize,
-) -> PyResult<(SparseExamples, SparseExamples)> {
-    let x_csr = Csr::inputs((x.0, x.1, x.2, features));
-    let y_csr = Csr::labels((y.0, y.1, labels));
-    let train_set = examples(&x_csr, Some(&y_csr))?;
-    let test_set = match validation {
-        Some(((vi, vx, vd), (li, lx))) => {
-            let xv = Csr::inputs((vi, vx, vd, features));
-            let yv = Csr::labels((li, lx, labels));
-            examples(&xv, Some(&yv))?
-        }
-        None => SparseExamples::new(),
-    };
-    if train_set.len() == 0 {
-        return Err(PyValueError::new_err("X has no rows to train on"));
-    }
-    Ok((train_set, test_set))
-}
-
-/// The trainer's loop on `loaded` from `start`, on `threads` threads with the GIL
-/// released; Ctrl-C stops it after the step in progress (the result says so).
-fn run_loop(
-    py: Python<'_>,
-    config: &Config,
-    loaded: Loaded,
-    out: &Path,
-    verbose: bool,
-    threads: Option<usize>,
-    start: train::Start<'_>,
-) -> PyResult<Result<train::Trained, Failure>> {
-    let talk = if verbose { Talk::All } else { Talk::Nothing };
-    let pool = pool(threads)?;
-    let interrupt = Arc::new(AtomicUsize::new(0));
-    let on_signal = signal_hook::flag::register_usize(
-        signal_hook::consts::SIGINT,
-        Arc::clone(&interrupt),
-        signal_hook::consts::SIGINT as usize,
-    )
-    .map_err(|e| PyRuntimeError::new_err(format!("cannot watch for Ctrl-C: {e}")))?;
-    let result = py.detach(|| {
-        pool.install(|| {
-            train::train(
-                (config, loaded, Instant::now()),
-                out,
-                talk,
-                start,
-                &interrupt,
-            )
-        })
-    });
-    signal_hook::low_level::unregister(on_signal);
-    Ok(result)
-}
-
-/// `metrics` as a dict: `"p@1"`, `"p@3"`, `"p@5"`, `"ndcg@1"`, ..., and with propensities
-/// `"psp@1"`, ..., `"psndcg@5"`.
-fn metrics_dict<'py>(py: Python<'py>, metrics: &Metrics) -> PyResult<Bound<'py, PyDict>> {
-    let dict = PyDict::new(py);
-    for (name, k, value) in metrics.entries() {
-        dict.set_item(format!("{name}@{k}"), value)?;
-    }
-    Ok(dict)
 }
 
 impl Model {

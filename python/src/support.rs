@@ -82,3 +82,16 @@ pub fn shape(config: &Config) -> PyResult<(usize, usize, usize)> {
         )),
     }
 }
+
+/// `metrics` as a dict: `"p@1"`, `"p@3"`, `"p@5"`, `"ndcg@1"`, ..., and with propensities
+/// `"psp@1"`, ..., `"psndcg@5"`.
+pub(crate) fn metrics_dict<'py>(
+    py: Python<'py>,
+    metrics: &slide::Metrics,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let dict = pyo3::types::PyDict::new(py);
+    for (name, k, value) in metrics.entries() {
+        dict.set_item(format!("{name}@{k}"), value)?;
+    }
+    Ok(dict)
+}

@@ -8,13 +8,54 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use slide::Network;
 
+use slide::comm::Communicator;
+
+use super::prepare::{Log, Prepared, prepare_loaded};
 use crate::checkpoint;
 use crate::config::Config;
 use crate::data::Loaded;
 use crate::failure::Failure;
 
+/// Where a run starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Start<'a> {
+    /// A new network, as the config initialises it.
+    #[default]
+    New,
+    /// Where the checkpoint (or the newest in the folder) of the same run left off
+    /// (`--resume`): every setting must match.
+    Resume(&'a Path),
+    /// A new run (its own data, epochs and schedule) from a trained model's checkpoint,
+    /// with more labels if the data has them (`--init-from`, see
+    /// [`slide::Network::continue_from`]).
+    InitFrom(&'a Path),
+}
+
+/// The data and network of a run that starts at `start` (see [`prepare_loaded`]): with
+/// [`Start::InitFrom`], the checkpoint's header checked against the data first, and the
+/// network continued from the checkpoint (`say`: print what grew).
+pub(super) fn prepare(
+    config: &Config,
+    (mut loaded, started): (Loaded, std::time::Instant),
+    start: Start<'_>,
+    (log, say): (Log, bool),
+    comm: Arc<dyn Communicator>,
+) -> Result<Prepared, Failure> {
+    let plan = match start {
+        Start::InitFrom(path) => Some(plan(path, &mut loaded, comm.size())?),
+        _ => None,
+    };
+    let restoring = start != Start::New;
+    let mut prepared = prepare_loaded(config, (loaded, started), restoring, log, comm)?;
+    if let Some(plan) = plan {
+        let samples = prepared.loaded.train.examples().len();
+        apply(plan, config, samples, &mut prepared.net, say)?;
+    }
+    Ok(prepared)
+}
+
 /// What a continued run takes from its checkpoint's header before its network is built.
-pub(super) struct Plan<'a> {
+struct Plan<'a> {
     path: &'a Path,
     /// Input features the trained model reads.
     inputs: usize,
@@ -25,11 +66,7 @@ pub(super) struct Plan<'a> {
 /// Reads the checkpoint's header and checks the new data against it, before any work: no
 /// more input features than the model read, no fewer labels than it has (the model's
 /// feature count becomes the data's). Refused on the ranks of an MPI job.
-pub(super) fn plan<'a>(
-    path: &'a Path,
-    loaded: &mut Loaded,
-    ranks: usize,
-) -> Result<Plan<'a>, Failure> {
+fn plan<'a>(path: &'a Path, loaded: &mut Loaded, ranks: usize) -> Result<Plan<'a>, Failure> {
     let refuse =
         |reason: String| Failure::Input(anyhow!("--init-from {}: {reason}", path.display()));
     if ranks > 1 {
@@ -72,7 +109,7 @@ pub(super) fn plan<'a>(
 /// Loads the checkpoint into a network of the trained model's shape (`config`'s network
 /// with the checkpoint's input and label counts: a checkpoint of another architecture is
 /// refused, naming the settings that differ) and continues `net` from it.
-pub(super) fn apply(
+fn apply(
     plan: Plan<'_>,
     config: &Config,
     train_samples: usize,

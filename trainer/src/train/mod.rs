@@ -12,6 +12,7 @@ use crate::data::Loaded;
 use crate::failure::Failure;
 
 mod continued;
+pub use continued::Start;
 mod evaluation;
 mod metrics;
 pub(crate) mod prepare;
@@ -21,7 +22,7 @@ mod saver;
 mod steps;
 
 pub use metrics::peak_resident_mib;
-use prepare::{Log, Prepared, prepare_loaded};
+use prepare::{Log, Prepared};
 use ranks::{newest_in, rank_folder, ranks_checkpoints};
 use report::Reporter;
 use saver::Saver;
@@ -46,21 +47,6 @@ pub fn run(
         Some(failure) => Err(failure),
         None => Ok(()),
     }
-}
-
-/// Where a run starts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Start<'a> {
-    /// A new network, as the config initialises it.
-    #[default]
-    New,
-    /// Where the checkpoint (or the newest in the folder) of the same run left off
-    /// (`--resume`): every setting must match.
-    Resume(&'a Path),
-    /// A new run (its own data, epochs and schedule) from a trained model's checkpoint,
-    /// with more labels if the data has them (`--init-from`, see
-    /// [`slide::Network::continue_from`]).
-    InitFrom(&'a Path),
 }
 
 /// What a run prints.
@@ -96,10 +82,9 @@ pub fn train(
     start: Start<'_>,
     interrupt: &AtomicUsize,
 ) -> Result<Trained, Failure> {
-    let (resume, init_from) = match start {
-        Start::New => (None, None),
-        Start::Resume(path) => (Some(path), None),
-        Start::InitFrom(path) => (None, Some(path)),
+    let resume = match start {
+        Start::Resume(path) => Some(path),
+        _ => None,
     };
     // One process, or the ranks of an MPI job: every rank but the first works silently
     // and writes its metrics into a folder of its own; each writes its own checkpoints.
@@ -114,20 +99,13 @@ pub fn train(
         loaded,
         mut net,
         identity,
-    } = {
-        let mut loaded = loaded;
-        let plan = init_from
-            .map(|path| continued::plan(path, &mut loaded, ranks))
-            .transpose()?;
-        let mut prepared =
-            prepare_loaded(config, (loaded, started), start != Start::New, log, comm)?;
-        if let Some(plan) = plan {
-            let samples = prepared.loaded.train.examples().len();
-            let say = talk != Talk::Nothing;
-            continued::apply(plan, config, samples, &mut prepared.net, say)?;
-        }
-        prepared
-    };
+    } = continued::prepare(
+        config,
+        (loaded, started),
+        start,
+        (log, talk != Talk::Nothing),
+        comm,
+    )?;
     let quiet = talk != Talk::All || rank > 0;
     let rank_out = out.join(format!("rank-{rank}"));
     let (out, checkpoints) = match ranks {

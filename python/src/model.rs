@@ -142,11 +142,13 @@ impl Model {
         let propensities = Propensities::from_examples(&train_set, labels, config.train.propensity)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let loaded = Loaded::sparse(train_set, test_set, self.features, labels);
-        // The model as a checkpoint, which the run continues from.
+        // The model as a checkpoint, which the run continues from (a folder of this call's
+        // own: several models may continue at once).
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let saved = std::env::temp_dir().join(format!(
-            "slide-partial-fit-{}-{}",
-            std::process::id(),
-            self.net.step()
+            "slide-partial-fit-{}-{call}",
+            std::process::id()
         ));
         let at = Position { epoch: 1, batch: 0 };
         let checkpoint =

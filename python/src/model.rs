@@ -146,10 +146,8 @@ impl Model {
         // own: several models may continue at once).
         static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let saved = std::env::temp_dir().join(format!(
-            "slide-partial-fit-{}-{call}",
-            std::process::id()
-        ));
+        let saved =
+            std::env::temp_dir().join(format!("slide-partial-fit-{}-{call}", std::process::id()));
         let at = Position { epoch: 1, batch: 0 };
         let checkpoint =
             checkpoint::save(&saved, &self.net, at, &self.identity(), 1).map_err(bad)?;

@@ -40,7 +40,7 @@ impl Network {
     /// the output layer of another shape (more input features than the trained network
     /// read, for the first), an output layer with more outputs in `trained` than here, or
     /// of another input size.
-    pub fn continue_from(&mut self, trained: &NetworkState) -> Result<Continued> {
+    pub fn continue_from(&mut self, trained: NetworkState) -> Result<Continued> {
         let layers = self.layers().len();
         if trained.layers.len() != layers {
             return Err(mismatch(format!(
@@ -49,64 +49,69 @@ impl Network {
             )));
         }
         let last = layers - 1;
-        let fresh = self.export_state();
-        for (i, (old, new)) in trained.layers.iter().zip(&fresh.layers).enumerate() {
-            if i == last {
-                continue;
-            }
-            if (old.rows, old.row_len) != (new.rows, new.row_len) {
-                return Err(mismatch(layer_difference(i, old, new, self)));
+        let shape = |l: &LayerState| (l.rows, l.row_len);
+        for (i, (old, new)) in trained.layers.iter().zip(self.layers()).enumerate() {
+            if i != last && shape(old) != new.stored_shape() {
+                return Err(mismatch(layer_difference(
+                    i,
+                    shape(old),
+                    new.stored_shape(),
+                    self,
+                )));
             }
         }
-        let (old, new) = (&trained.layers[last], &fresh.layers[last]);
-        let out = &self.config().layers[last];
-        let neuron_major = out.layout == crate::WeightLayout::NeuronMajor;
-        if !neuron_major && (old.rows, old.row_len) != (new.rows, new.row_len) {
+        let old = &trained.layers[last];
+        let (rows, row_len) = self.layers()[last].stored_shape();
+        let outputs = self.layers()[last].out_dim();
+        let neuron_major = self.config().layers[last].layout == crate::WeightLayout::NeuronMajor;
+        if !neuron_major && shape(old) != (rows, row_len) {
             return Err(mismatch(format!(
-                "the output layer stores its weights input-major: it cannot grow from {} to {} outputs",
+                "the output layer stores its weights input-major: it cannot grow from {} to {outputs} outputs",
                 old.bias.len(),
-                new.bias.len()
             )));
         }
-        if old.row_len != new.row_len || old.rows > new.rows {
+        if old.row_len != row_len || old.rows > rows {
             return Err(mismatch(format!(
-                "the trained output layer has {} outputs of {} inputs, this one {} of {}: a \
+                "the trained output layer has {} outputs of {} inputs, this one {rows} of {row_len}: a \
                  continued run may add outputs, not remove them",
-                old.rows, old.row_len, new.rows, new.row_len
+                old.rows, old.row_len
             )));
         }
-        let mut state = trained.clone();
-        state.layers[last] = grown(old, new);
+        let outputs_before = old.bias.len();
+        let earlier_steps = trained.step + trained.earlier_steps;
+        let fresh_heads = self.head_tensors();
+        let mut state = trained;
+        state.layers[last] = grown(&state.layers[last], self.layers()[last].export_state());
         state.step = 0;
-        state.next_rebuild = fresh.next_rebuild;
-        state.rebuild_period = fresh.rebuild_period;
-        state.earlier_steps = trained.step + trained.earlier_steps;
-        state.heads = fresh
-            .heads
-            .iter()
+        state.next_rebuild = self.schedule.next_rebuild;
+        state.rebuild_period = self.schedule.period;
+        state.earlier_steps = earlier_steps;
+        let mut trained_heads = std::mem::take(&mut state.heads);
+        state.heads = fresh_heads
+            .into_iter()
             .map(|f| {
-                trained
-                    .heads
-                    .iter()
-                    .find(|t| t.name == f.name && t.elem == f.elem && t.shape == f.shape)
-                    .unwrap_or(f)
-                    .clone()
+                let same = |t: &crate::head::HeadTensor| {
+                    t.name == f.name && t.elem == f.elem && t.shape == f.shape
+                };
+                match trained_heads.iter().position(same) {
+                    Some(k) => trained_heads.swap_remove(k),
+                    None => f,
+                }
             })
             .collect();
         self.import_state(&state)?;
         self.rebuild_tables()?;
         Ok(Continued {
-            outputs_before: old.bias.len(),
-            outputs: new.bias.len(),
-            earlier_steps: state.earlier_steps,
+            outputs_before,
+            outputs,
+            earlier_steps,
         })
     }
 }
 
 /// `new` (a freshly built output layer) with its first rows and biases replaced by `old`'s,
 /// and `old`'s shared negatives and query center; its tables are `new`'s, to be rebuilt.
-fn grown(old: &LayerState, new: &LayerState) -> LayerState {
-    let mut out = new.clone();
+fn grown(old: &LayerState, mut out: LayerState) -> LayerState {
     let cells = old.rows * old.row_len;
     for (to, from) in [
         (&mut out.weights, &old.weights),
@@ -130,22 +135,26 @@ fn grown(old: &LayerState, new: &LayerState) -> LayerState {
     out
 }
 
-/// What differs in layer `i` (not the output layer) between the trained state and this
-/// network's.
-fn layer_difference(i: usize, old: &LayerState, new: &LayerState, net: &Network) -> String {
+/// What differs in layer `i` (not the output layer, its stored rows and row length) between
+/// the trained state and this network.
+fn layer_difference(
+    i: usize,
+    (old_rows, old_len): (usize, usize),
+    (rows, row_len): (usize, usize),
+    net: &Network,
+) -> String {
     let input_major = net.config().layers[i].layout == crate::WeightLayout::InputMajor;
-    let features = |l: &LayerState| if input_major { l.rows } else { l.row_len };
-    if i == 0 && features(old) != features(new) {
+    let features = |rows: usize, len: usize| if input_major { rows } else { len };
+    let (before, now) = (features(old_rows, old_len), features(rows, row_len));
+    if i == 0 && before != now {
         return format!(
-            "the trained network reads {} input features, this one {}: the first layer \
-             cannot grow",
-            features(old),
-            features(new)
+            "the trained network reads {before} input features, this one {now}: the first \
+             layer cannot grow"
         );
     }
     format!(
-        "layer {i} stores {} rows of {} values in the trained network, {} of {} in this one",
-        old.rows, old.row_len, new.rows, new.row_len
+        "layer {i} stores {old_rows} rows of {old_len} values in the trained network, {rows} \
+         of {row_len} in this one"
     )
 }
 

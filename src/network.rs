@@ -245,13 +245,18 @@ impl Network {
             rebuild_period: self.schedule.period,
             earlier_steps: self.schedule.earlier,
             layers: self.layers.iter().map(SparseLayer::export_state).collect(),
-            heads: HeadTensor::all(self.heads.state_tensors(), |name, sink| {
-                self.heads
-                    .write_state_tensor(name, sink)
-                    .expect("a head's own tensor")
-            })
-            .expect("writing to memory does not fail"),
+            heads: self.head_tensors(),
         }
+    }
+
+    /// A copy of the heads' state, tensor by tensor.
+    pub(crate) fn head_tensors(&self) -> Vec<HeadTensor> {
+        HeadTensor::all(self.heads.state_tensors(), |name, sink| {
+            self.heads
+                .write_state_tensor(name, sink)
+                .expect("a head's own tensor")
+        })
+        .expect("writing to memory does not fail")
     }
 
     /// Continues from `state`, which must come from a network of the same configuration:

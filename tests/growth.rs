@@ -76,7 +76,7 @@ fn a_grown_network_keeps_the_trained_rows_and_learns_new_labels() {
 
     let mut grown = Network::new(config(INPUTS, 24, NEW, 1)).unwrap();
     let fresh = grown.export_state();
-    let continued = grown.continue_from(&before).unwrap();
+    let continued = grown.continue_from(before.clone()).unwrap();
     assert_eq!(
         (continued.outputs_before, continued.outputs),
         (OLD as usize, NEW as usize)
@@ -149,7 +149,7 @@ fn shapes_that_cannot_continue_are_refused_and_change_nothing() {
     let refused = |config: NetworkConfig, needle: &str| {
         let mut net = Network::new(config).unwrap();
         let before = net.export_state();
-        let e = net.continue_from(&state).unwrap_err().to_string();
+        let e = net.continue_from(state.clone()).unwrap_err().to_string();
         assert!(e.contains(needle), "{e}");
         assert!(
             net.export_state() == before,

@@ -16,11 +16,12 @@ seed), run in Rust with the GIL released; errors carry the CLI's messages.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
-from typing import Any, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -106,6 +107,20 @@ def _csr_labels(Y: Any, labels: Optional[int], rows: int) -> sp.csr_matrix:
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows_of_labels])]).astype(np.int64)
     ones = np.ones(len(ids), dtype=np.float32)
     return sp.csr_matrix((ones, ids, indptr), shape=(rows, count))
+
+
+def _validation(X_val: Any, Y_val: Any, labels: int, features: Optional[int]) -> Optional[tuple]:
+    """The validation arrays as the extension takes them (``None`` without them), ``Y_val``
+    with ``labels`` labels and, given ``features``, ``X_val`` with that many features."""
+    if X_val is None and Y_val is None:
+        return None
+    if X_val is None or Y_val is None:
+        raise ValueError("give both X_val and Y_val, or neither")
+    xv = _csr_inputs(X_val)
+    yv = _csr_labels(Y_val, labels, xv.shape[0])
+    if features is not None and xv.shape[1] != features:
+        raise ValueError(f"X_val has {xv.shape[1]} features but X has {features}")
+    return ((xv.indptr, xv.indices, xv.data), (yv.indptr, yv.indices))
 
 
 def _parts(x: sp.csr_matrix) -> tuple:
@@ -216,37 +231,26 @@ class Classifier:
         raised. Returns ``self``."""
         x = _csr_inputs(X)
         y = _csr_labels(Y, None, x.shape[0])
-        validation = None
-        if X_val is not None or Y_val is not None:
-            if X_val is None or Y_val is None:
-                raise ValueError("give both X_val and Y_val, or neither")
-            xv = _csr_inputs(X_val)
-            yv = _csr_labels(Y_val, y.shape[1], xv.shape[0])
-            if xv.shape[1] != x.shape[1]:
-                raise ValueError(f"X_val has {xv.shape[1]} features but X has {x.shape[1]}")
-            validation = ((xv.indptr, xv.indices, xv.data), (yv.indptr, yv.indices))
+        validation = _validation(X_val, Y_val, y.shape[1], x.shape[1])
         text, name = _config(self.config)
-        out = os.fspath(self.out) if self.out is not None else tempfile.mkdtemp(prefix="slide-")
-        try:
-            self._model = _slide.Model.fit(
-                text,
-                name,
-                self._override_lines(epochs),
-                _parts(x),
-                (y.indptr, y.indices, y.shape[1]),
-                validation,
-                out,
-                self.verbose,
-                self.threads,
-            )
-        except KeyboardInterrupt as stop:
-            if len(stop.args) == 2 and isinstance(stop.args[1], _slide.Model):
-                self._model = stop.args[1]
-                raise KeyboardInterrupt(stop.args[0]) from None
-            raise
-        finally:
-            if self.out is None:
-                shutil.rmtree(out, ignore_errors=True)
+        with self._folder() as out:
+            try:
+                self._model = _slide.Model.fit(
+                    text,
+                    name,
+                    self._override_lines(epochs),
+                    _parts(x),
+                    (y.indptr, y.indices, y.shape[1]),
+                    validation,
+                    out,
+                    self.verbose,
+                    self.threads,
+                )
+            except KeyboardInterrupt as stop:
+                if len(stop.args) == 2 and isinstance(stop.args[1], _slide.Model):
+                    self._model = stop.args[1]
+                    raise KeyboardInterrupt(stop.args[0]) from None
+                raise
         return self
 
     def partial_fit(
@@ -268,17 +272,14 @@ class Classifier:
         if self._model is None:
             return self.fit(X, Y, X_val, Y_val, epochs)
         x = _csr_inputs(X)
-        labels = max(self._model.labels, _csr_labels(Y, None, x.shape[0]).shape[1])
-        y = _csr_labels(Y, labels, x.shape[0])
-        validation = None
-        if X_val is not None or Y_val is not None:
-            if X_val is None or Y_val is None:
-                raise ValueError("give both X_val and Y_val, or neither")
-            xv = _csr_inputs(X_val)
-            yv = _csr_labels(Y_val, labels, xv.shape[0])
-            validation = ((xv.indptr, xv.indices, xv.data), (yv.indptr, yv.indices))
-        out = os.fspath(self.out) if self.out is not None else tempfile.mkdtemp(prefix="slide-")
-        try:
+        y = _csr_labels(Y, None, x.shape[0])
+        if y.shape[1] < self._model.labels and not sp.issparse(Y):
+            # Label lists name no column past their largest label: the model's others.
+            y.resize((y.shape[0], self._model.labels))
+        labels = max(self._model.labels, y.shape[1])
+        y = _csr_labels(y, labels, x.shape[0])
+        validation = _validation(X_val, Y_val, labels, None)
+        with self._folder() as out:
             self._model.partial_fit(
                 self._override_lines(epochs),
                 _parts(x),
@@ -288,10 +289,17 @@ class Classifier:
                 self.verbose,
                 self.threads,
             )
+        return self
+
+    @contextlib.contextmanager
+    def _folder(self) -> Iterator[str]:
+        """The run's folder: ``out``, or a temporary one removed afterwards."""
+        out = os.fspath(self.out) if self.out is not None else tempfile.mkdtemp(prefix="slide-")
+        try:
+            yield out
         finally:
             if self.out is None:
                 shutil.rmtree(out, ignore_errors=True)
-        return self
 
     def _fitted(self) -> "_slide.Model":
         if self._model is None:

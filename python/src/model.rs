@@ -11,13 +11,12 @@ use slide::{
 };
 use slide_trainer::checkpoint::{self, Identity, Position, Require};
 use slide_trainer::config::{self, Config};
-use slide_trainer::data::Loaded;
 use slide_trainer::failure::Failure;
 use slide_trainer::train;
 
 use crate::arrays::{Csr, Inputs, Labels, Validation, examples};
-use crate::support::{bad, failure, metrics_dict, pool, read_config, shape};
-use crate::training::{run_loop, sets};
+use crate::support::{bad, failure, metrics_dict, pool, shape};
+use crate::training::{Run, run_loop};
 
 /// The file beside a saved model's checkpoint that holds its config.
 const CONFIG_FILE: &str = "config.toml";
@@ -62,16 +61,11 @@ impl Model {
         verbose: bool,
         threads: Option<usize>,
     ) -> PyResult<Model> {
-        let (features, labels) = (x.3, y.2);
-        let (config, text) = read_config(text, &path, &overrides, (features, labels))?;
-        let (train_set, test_set) = sets(x, y, validation, features, labels)?;
-        let train_samples = train_set.len();
-        let propensities = Propensities::from_examples(&train_set, labels, config.train.propensity)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let loaded = Loaded::sparse(train_set, test_set, features, labels);
+        let shape = (x.3, y.2);
+        let (run, loaded) = Run::prepare(text, &path, &overrides, (x, y, validation), shape)?;
         let result = run_loop(
             py,
-            &config,
+            &run.config,
             loaded,
             &out,
             verbose,
@@ -79,19 +73,8 @@ impl Model {
             train::Start::New,
         );
         let trained = result?.map_err(failure)?;
-        let model = Model {
-            net: trained.net,
-            config,
-            text,
-            features,
-            labels,
-            train_samples,
-            last_eval: trained.last_eval.map(|e| e.metrics),
-            propensities: Some(propensities),
-        };
+        let model = Model::from_run(run, trained.net, trained.last_eval);
         match trained.interrupted {
-            // Python's own handler saw the signal too; the caller keeps the model and
-            // raises the KeyboardInterrupt.
             // Python's own handler saw the signal too: run it now, so that the
             // KeyboardInterrupt it raises does not replace this one (which carries the
             // model, for the caller to keep) at the next bytecode.
@@ -135,13 +118,14 @@ impl Model {
                 self.labels
             )));
         }
-        let name = Path::new(CONFIG_FILE);
-        let (config, text) = read_config(&self.text, name, &overrides, (self.features, labels))?;
-        let (train_set, test_set) = sets(x, y, validation, self.features, labels)?;
-        let train_samples = train_set.len();
-        let propensities = Propensities::from_examples(&train_set, labels, config.train.propensity)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let loaded = Loaded::sparse(train_set, test_set, self.features, labels);
+        let shape = (self.features, labels);
+        let (run, loaded) = Run::prepare(
+            &self.text,
+            Path::new(CONFIG_FILE),
+            &overrides,
+            (x, y, validation),
+            shape,
+        )?;
         // The model as a checkpoint, which the run continues from (a folder of this call's
         // own: several models may continue at once).
         static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -151,24 +135,11 @@ impl Model {
         let at = Position { epoch: 1, batch: 0 };
         let checkpoint =
             checkpoint::save(&saved, &self.net, at, &self.identity(), 1).map_err(bad)?;
-        let result = run_loop(
-            py,
-            &config,
-            loaded,
-            &out,
-            verbose,
-            threads,
-            train::Start::InitFrom(&checkpoint),
-        );
+        let start = train::Start::InitFrom(&checkpoint);
+        let result = run_loop(py, &run.config, loaded, &out, verbose, threads, start);
         let _ = std::fs::remove_dir_all(&saved);
         let trained = result?.map_err(failure)?;
-        self.net = trained.net;
-        self.config = config;
-        self.text = text;
-        self.labels = labels;
-        self.train_samples = train_samples;
-        self.last_eval = trained.last_eval.map(|e| e.metrics);
-        self.propensities = Some(propensities);
+        *self = Model::from_run(run, trained.net, trained.last_eval);
         match trained.interrupted {
             Some(Failure::Interrupted { message, .. }) => {
                 let _ = py.check_signals();
@@ -363,6 +334,20 @@ impl Model {
 }
 
 impl Model {
+    /// The model this run trained: `net`, with the last evaluation's metrics.
+    fn from_run(run: Run, net: Network, last_eval: Option<slide::EvalStats>) -> Model {
+        Model {
+            net,
+            config: run.config,
+            text: run.text,
+            features: run.features,
+            labels: run.labels,
+            train_samples: run.train_samples,
+            last_eval: last_eval.map(|e| e.metrics),
+            propensities: Some(run.propensities),
+        }
+    }
+
     /// `work` on the network in a pool of `threads` workers, with the GIL released; its
     /// error (the core's) as a `ValueError`.
     fn on_threads<T: Send>(

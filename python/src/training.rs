@@ -1,5 +1,6 @@
-//! Running the trainer's loop for the Python package: a fit's arrays as training and
-//! validation sets, and the loop on its own threads with the GIL released.
+//! Running the trainer's loop for the Python package: a fit's config, arrays (as training and
+//! validation sets) and propensities ([`Run`]), and the loop on its own threads with the GIL
+//! released.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,18 +9,18 @@ use std::time::Instant;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use slide::{Examples, SparseExamples};
+use slide::{Examples, Propensities, SparseExamples};
 use slide_trainer::config::Config;
 use slide_trainer::data::Loaded;
 use slide_trainer::failure::Failure;
 use slide_trainer::train::{self, Talk};
 
 use crate::arrays::{Csr, Inputs, Labels, Validation, examples};
-use crate::support::pool;
+use crate::support::{pool, read_config};
 
 /// The training set of `x`, `y` (`features` inputs, `labels` labels) and the validation
 /// set (empty without one); an empty `x` is an error.
-pub(crate) fn sets(
+fn sets(
     x: Inputs<'_>,
     y: Labels<'_>,
     validation: Option<Validation<'_>>,
@@ -76,4 +77,43 @@ pub(crate) fn run_loop(
     });
     signal_hook::low_level::unregister(on_signal);
     Ok(result)
+}
+
+/// What a run of `fit` or `partial_fit` trains with, besides its data: the config (and its
+/// text), the shape, and the training labels' propensities.
+pub(crate) struct Run {
+    pub(crate) config: Config,
+    pub(crate) text: String,
+    pub(crate) features: usize,
+    pub(crate) labels: usize,
+    pub(crate) train_samples: usize,
+    pub(crate) propensities: Propensities,
+}
+
+impl Run {
+    /// The config `text` (named `path`) with `overrides`, sized for `features` inputs and
+    /// `labels` labels, and the data of `x`, `y` and the validation arrays.
+    pub(crate) fn prepare(
+        text: &str,
+        path: &Path,
+        overrides: &[String],
+        (x, y, validation): (Inputs<'_>, Labels<'_>, Option<Validation<'_>>),
+        (features, labels): (usize, usize),
+    ) -> PyResult<(Run, Loaded)> {
+        let (config, text) = read_config(text, path, overrides, (features, labels))?;
+        let (train_set, test_set) = sets(x, y, validation, features, labels)?;
+        let train_samples = train_set.len();
+        let propensities = Propensities::from_examples(&train_set, labels, config.train.propensity)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let loaded = Loaded::sparse(train_set, test_set, features, labels);
+        let run = Run {
+            config,
+            text,
+            features,
+            labels,
+            train_samples,
+            propensities,
+        };
+        Ok((run, loaded))
+    }
 }

@@ -53,6 +53,11 @@ impl SparseLayer {
         self.row_steps.len()
     }
 
+    /// Rows stored and floats per row, as [`LayerState`] holds them.
+    pub(crate) fn stored_shape(&self) -> (usize, usize) {
+        (self.rows(), self.row_len())
+    }
+
     /// A copy of the layer's trainable state.
     pub fn export_state(&self) -> LayerState {
         let (rows, row_len) = (self.rows(), self.row_len());

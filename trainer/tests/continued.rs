@@ -87,34 +87,16 @@ fn trained(test: &str) -> (Scratch, PathBuf, PathBuf) {
     write_xmc_labels(&dir.join("all-train.txt"), 3000, 48, 1);
     write_xmc_labels(&dir.join("test.txt"), 600, 48, 2);
     let old = |ys: &[u32]| ys.iter().all(|&y| y < 40);
-    filter(
-        &dir.join("all-train.txt"),
-        &dir.join("old-train.txt"),
-        300,
-        40,
-        old,
-    );
-    filter(
-        &dir.join("test.txt"),
-        &dir.join("old-test.txt"),
-        300,
-        40,
-        old,
-    );
-    filter(
-        &dir.join("all-train.txt"),
-        &dir.join("new-train.txt"),
-        300,
-        48,
-        |ys| !old(ys),
-    );
-    filter(
-        &dir.join("test.txt"),
-        &dir.join("new-test.txt"),
-        300,
-        48,
-        |ys| !old(ys),
-    );
+    for (from, to, labels, new) in [
+        ("all-train.txt", "old-train.txt", 40, false),
+        ("test.txt", "old-test.txt", 40, false),
+        ("all-train.txt", "new-train.txt", 48, true),
+        ("test.txt", "new-test.txt", 48, true),
+    ] {
+        filter(&dir.join(from), &dir.join(to), 300, labels, |ys| {
+            old(ys) != new
+        });
+    }
     let config = config(
         &dir,
         "xmc.toml",
@@ -129,12 +111,14 @@ fn trained(test: &str) -> (Scratch, PathBuf, PathBuf) {
         "--out",
         out.to_str().unwrap(),
     ]));
-    let checkpoint = std::fs::read_dir(out.join("checkpoints"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "safetensors"))
-        .expect("a final checkpoint");
+    let checkpoint = final_checkpoint(&out);
     (dir, config, checkpoint)
+}
+
+/// The newest checkpoint of the run in `out`.
+fn final_checkpoint(out: &Path) -> PathBuf {
+    let mut all = slide_trainer::checkpoint::list(&out.join("checkpoints")).unwrap();
+    all.pop().expect("a final checkpoint")
 }
 
 /// `--set data.train=...`-style flags for the files of `dir`.
@@ -174,11 +158,7 @@ fn a_continued_run_grows_the_output_layer_and_predicts_new_labels() {
     assert!(p1 > 0.8, "P@1 {p1}\n{stdout}");
     // On the test samples with a new label, the continued model answers right: those labels
     // did not exist before it.
-    let grown = std::fs::read_dir(out.join("checkpoints"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "safetensors"))
-        .unwrap();
+    let grown = final_checkpoint(&out);
     let mut eval: Vec<String> = vec![
         "eval".into(),
         "--config".into(),

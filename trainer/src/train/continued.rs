@@ -134,7 +134,7 @@ fn apply(
     let state = trained.export_state();
     drop(trained);
     let continued = net
-        .continue_from(&state)
+        .continue_from(state)
         .map_err(|e| Failure::Input(anyhow!("--init-from {}: {e}", plan.path.display())))?;
     if say {
         println!(

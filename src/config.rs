@@ -89,6 +89,14 @@ impl NetworkConfig {
         self
     }
 
+    /// What the heads are built for: the input features and the last layer's outputs.
+    pub fn head_shape(&self) -> crate::head::HeadShape {
+        crate::head::HeadShape {
+            inputs: self.input_dim,
+            outputs: self.layers.last().map_or(0, |l| l.out_dim),
+        }
+    }
+
     /// Checks the network-level rules ([`Self::validate_model`]) and the optimizer's and the
     /// schedule's ranges. Each layer's own settings are checked when it is built.
     pub fn validate(&self) -> Result<()> {

@@ -4,7 +4,7 @@
 //! the heads' state carried where it does not depend on the training data.
 
 use crate::error::{Result, config_error};
-use crate::layer::LayerState;
+use crate::layer::{LayerState, StateTensor};
 use crate::network::Network;
 use crate::network_state::NetworkState;
 
@@ -27,9 +27,10 @@ impl Network {
     /// and the outputs past it keep this network's initialisation (no update yet, zero
     /// moments). The LSH tables are rebuilt from the weights (the new rows inserted), the
     /// shared negatives and query centers are `trained`'s. A head's tensors are carried
-    /// where this network has a tensor of the same name and shape (the per-label linear
-    /// head's table); the others, built from the training data (the rare-labels index),
-    /// are built again from this run's data at its first step.
+    /// where the head takes them ([`Head::carries`](crate::head::Head::carries): the
+    /// per-label linear head's table, grown with the outputs); the others, built from the
+    /// training data (the rare-labels index), are built again from this run's data at its
+    /// first step.
     ///
     /// The step count and rebuild schedule start from zero, as in a new run; Adam's bias
     /// correction goes on counting `trained`'s steps
@@ -90,10 +91,15 @@ impl Network {
         state.heads = fresh_heads
             .into_iter()
             .map(|f| {
-                let same = |t: &crate::head::HeadTensor| {
-                    t.name == f.name && t.elem == f.elem && t.shape == f.shape
+                let carried = |t: &crate::head::HeadTensor| {
+                    t.name == f.name
+                        && self.heads.carries(&StateTensor {
+                            name: t.name.clone(),
+                            elem: t.elem,
+                            shape: t.shape.clone(),
+                        })
                 };
-                match trained_heads.iter().position(same) {
+                match trained_heads.iter().position(carried) {
                     Some(k) => trained_heads.swap_remove(k),
                     None => f,
                 }

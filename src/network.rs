@@ -141,7 +141,7 @@ impl Network {
             in_dim = layer.out_dim;
         }
         let period = config.rebuild.first_period();
-        let heads = Heads::new(&config.heads)?;
+        let heads = Heads::new(&config.heads, config.head_shape())?;
         if !heads.is_empty() && comm.size() > 1 {
             return Err(config_error(
                 "network.heads",

@@ -85,8 +85,9 @@ impl NetworkConfig {
             in_dim = out;
         }
         for head in &self.heads {
-            estimate.parameters += head.estimated_bytes();
-            estimate.state += head.estimated_bytes();
+            let bytes = head.estimated_bytes(self.head_shape());
+            estimate.parameters += bytes;
+            estimate.state += bytes;
         }
         estimate
     }

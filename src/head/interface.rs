@@ -10,6 +10,15 @@ use crate::layer::{StateSource, StateTensor};
 /// The most outputs a head's shortlist takes from the network's best.
 pub const MAX_SHORTLIST: usize = 64;
 
+/// What a head is built for: the network's input features and outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadShape {
+    /// Input features of the network (the first layer's inputs).
+    pub inputs: usize,
+    /// Outputs of the network (the last layer's).
+    pub outputs: usize,
+}
+
 /// A head's settings: checked, described for checkpoints, sized, and built into the head.
 pub trait HeadSettings {
     /// The head these settings build.
@@ -23,10 +32,10 @@ pub trait HeadSettings {
     /// Whether the described setting `name` is part of the model's architecture (what a
     /// state file must match to be read), not of its training only.
     fn architecture(name: &str) -> bool;
-    /// Heap bytes the built head holds (parameters and indexes it saves).
-    fn estimated_bytes(&self) -> u64;
-    /// The head, untrained.
-    fn build(&self) -> Result<Self::Head>;
+    /// Heap bytes the head built for `shape` holds (parameters and indexes it saves).
+    fn estimated_bytes(&self, shape: HeadShape) -> u64;
+    /// The head for a network of `shape`, untrained.
+    fn build(&self, shape: HeadShape) -> Result<Self::Head>;
 }
 
 /// What a training sample's pass left for the heads: its input as the network reads it,
@@ -169,6 +178,14 @@ pub trait Head {
         name: &str,
         sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E>;
+
+    /// Whether [`Self::read_state`] takes `trained`, a tensor of a network with fewer
+    /// outputs, in a continued run ([`Network::continue_from`](crate::Network::continue_from));
+    /// those it does not take are the freshly built head's. By default: a tensor of the
+    /// same name, type and shape as one of [`Self::state_tensors`].
+    fn carries(&self, trained: &StateTensor) -> bool {
+        self.state_tensors().contains(trained)
+    }
 
     /// Reads the head's state from `source`, written at training step `step` by a network
     /// of `outputs` outputs; refuses a state that lacks what the head needs.

@@ -5,9 +5,10 @@
 //! than its test samples (deb-deps: training P@1 0.70 where label trees reach 0.91), and the
 //! labels it misses are tail labels that a few rare words give away. Label trees (Parabel,
 //! Omikuji) and one-vs-all linear models (DiSMEC) keep a linear classifier per label on the
-//! sparse features for exactly that. This head is such a set of classifiers, with every
-//! `(feature, label)` weight hashed into one table of `2^bits` floats (the hashing trick), so
-//! its size does not grow with features x labels. It never selects outputs: it scores the
+//! sparse features for exactly that. This head is such a set of classifiers in one table of
+//! at most `2^bits` floats: one weight per `(feature, label)` pair where they all fit (Bibtex,
+//! deb-tags), each pair hashed into the table otherwise (the hashing trick), so its size does
+//! not grow with features x labels. It never selects outputs: it scores the
 //! network's best few (the *shortlist*), as the shortlist-then-classifier networks of the
 //! DeepXML line do, and is trained on the same shortlist with the sample's labels, by plain
 //! SGD on a squared hinge loss (one-vs-all: a label's classifier says yes or no on its own).
@@ -15,12 +16,14 @@
 
 use slide_lsh::Vector;
 
-use super::interface::{Head, HeadBatch, HeadRate, HeadScratch, HeadSettings};
+use super::interface::{Head, HeadBatch, HeadRate, HeadScratch, HeadSettings, HeadShape};
 use crate::error::{Result, SlideError, config_error};
 use crate::layer::{Elem, StateSource, StateTensor};
 
 mod config;
+mod layout;
 pub use config::LabelLinearConfig;
+use layout::{BIAS_FEATURE, Layout};
 
 /// The head's tensor in a network's state (its name from when the head was called the
 /// wide head: checkpoints keep it).
@@ -30,24 +33,39 @@ pub const TABLE: &str = "wide.table";
 /// label's weights move by `-coefficient * x_j` for each of the sample's features `j`.
 pub type LinearUpdate = (u32, f32);
 
-/// Per-label linear classifiers on the input features, hashed into one table (see the
-/// module's documentation).
+/// Per-label linear classifiers on the input features in one table (see the module's
+/// documentation).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabelLinearHead {
     config: LabelLinearConfig,
+    shape: HeadShape,
+    layout: Layout,
     table: Vec<f32>,
 }
 
 impl LabelLinearHead {
-    /// A head of `config`'s size with every weight zero (every head score 0, so an
-    /// untrained head leaves the network's ranking as it is).
-    pub fn new(config: LabelLinearConfig) -> Result<Self> {
+    /// A head of `config`'s settings for a network of `shape`, every weight zero (every
+    /// head score 0, so an untrained head leaves the network's ranking as it is): one
+    /// weight per `(feature, label)` pair where `outputs x (inputs + 1)` fit in `2^bits`,
+    /// a hashed table of `2^bits` otherwise.
+    pub fn new(config: LabelLinearConfig, shape: HeadShape) -> Result<Self> {
         config.validate()?;
+        let layout = Layout::new(config.bits, shape);
         // Random reads over tens of megabytes: huge pages spare most TLB misses. Written
         // once, so that the pages are backed as huge ones (see `zeroed_huge`).
-        let mut table = crate::kernels::zeroed_huge(1usize << config.bits);
+        let mut table = crate::kernels::zeroed_huge(layout.len(shape.outputs));
         table.fill(0.0);
-        Ok(LabelLinearHead { config, table })
+        Ok(LabelLinearHead {
+            config,
+            shape,
+            layout,
+            table,
+        })
+    }
+
+    /// Whether the table holds one weight per `(feature, label)` pair (not hashed).
+    pub fn is_dense(&self) -> bool {
+        matches!(self.layout, Layout::Dense { .. })
     }
 
     /// The settings.
@@ -65,11 +83,10 @@ impl LabelLinearHead {
         &mut self.table
     }
 
-    /// Where the weight of `feature` in `label`'s classifier lives: a multiplicative hash
-    /// of the pair (odd 64-bit constants, the top `bits` bits of the product).
+    /// Where the weight of `feature` in `label`'s classifier lives.
     #[inline]
     fn slot(&self, feature: usize, label: u32) -> usize {
-        slot(self.config.bits, feature, label)
+        self.layout.slot(feature, label)
     }
 
     /// `f(j, x_j)` for each nonzero feature of `input`, then for the bias feature.
@@ -133,9 +150,9 @@ impl LabelLinearHead {
         for &(label, gradient) in updates {
             let step = lr * gradient / norm2;
             let table = &mut self.table;
-            let (bits, bias) = (self.config.bits, self.config.bias);
+            let (layout, bias) = (self.layout, self.config.bias);
             for_each_feature(input, bias, |j, x| {
-                table[slot(bits, j, label)] -= step * x;
+                table[layout.slot(j, label)] -= step * x;
             });
         }
     }
@@ -211,6 +228,11 @@ impl LabelLinearHead {
             let at = self.table[s as usize..].as_ptr().cast::<u8>();
             crate::kernels::prefetch_bytes(at, 4);
         }
+    }
+
+    /// A stored table of `len` weights this head reads: its layout and label count.
+    fn stored_layout(&self, len: usize) -> Option<(Layout, usize)> {
+        layout::stored(len, self.table.len(), self.config.bits, self.shape)
     }
 
     /// Whether every weight is finite.
@@ -296,7 +318,7 @@ impl Head for LabelLinearHead {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.config.table_bytes()
+        self.table.len() * 4
     }
 
     fn state_tensors(&self) -> Vec<StateTensor> {
@@ -320,6 +342,16 @@ impl Head for LabelLinearHead {
         crate::layer::write_rows(std::iter::once(&self.table[..]), f32::to_le_bytes, sink)
     }
 
+    /// The head's own table; a hashed table of `2^bits` (as heads wrote before tables were
+    /// dense where they fit); or a dense one of fewer labels (a network with fewer outputs).
+    fn carries(&self, trained: &StateTensor) -> bool {
+        trained.name == TABLE
+            && trained.elem == Elem::F32
+            && matches!(trained.shape[..], [len] if self.stored_layout(len).is_some())
+    }
+
+    /// Reads a table [`Self::carries`] takes; one of another layout or fewer labels is
+    /// converted pair by pair (the same scores, new labels' weights 0).
     fn read_state<S: StateSource + ?Sized>(
         &mut self,
         _step: u64,
@@ -327,14 +359,35 @@ impl Head for LabelLinearHead {
         source: &mut S,
     ) -> std::result::Result<(), S::Error> {
         let len = self.table.len();
-        if source.tensor(TABLE) != Some((Elem::F32, vec![len])) {
+        let stored = match source.tensor(TABLE) {
+            Some((Elem::F32, shape)) => match shape[..] {
+                [n] => self
+                    .stored_layout(n)
+                    .map(|(layout, labels)| (n, layout, labels)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some((n, layout, labels)) = stored else {
             return Err(config_error(
                 "network state",
                 format!("needs the label-linear head's {TABLE} of {len} f32"),
             )
             .into());
+        };
+        if n == len {
+            return crate::layer::read_f32s(source, TABLE, &mut self.table);
         }
-        crate::layer::read_f32s(source, TABLE, &mut self.table)
+        let mut from = vec![0.0f32; n];
+        crate::layer::read_f32s(source, TABLE, &mut from)?;
+        self.table.fill(0.0);
+        layout::convert(
+            (layout, &from),
+            (self.layout, &mut self.table),
+            labels.min(self.shape.outputs),
+            self.shape.inputs,
+        );
+        Ok(())
     }
 }
 
@@ -356,12 +409,12 @@ impl HeadSettings for LabelLinearConfig {
         name == "wide.bits"
     }
 
-    fn estimated_bytes(&self) -> u64 {
-        self.table_bytes() as u64
+    fn estimated_bytes(&self, shape: HeadShape) -> u64 {
+        self.table_bytes(shape) as u64
     }
 
-    fn build(&self) -> Result<LabelLinearHead> {
-        LabelLinearHead::new(*self)
+    fn build(&self, shape: HeadShape) -> Result<LabelLinearHead> {
+        LabelLinearHead::new(*self, shape)
     }
 }
 
@@ -374,19 +427,6 @@ struct Scratch {
     next_x: Vec<f32>,
     next_slots: Vec<u32>,
     updates: Vec<LinearUpdate>,
-}
-
-/// The bias feature's index: one no input has.
-const BIAS_FEATURE: usize = usize::MAX;
-
-/// Where the weight of `feature` in `label`'s classifier lives in a table of `2^bits`: a
-/// multiplicative hash of the pair (odd 64-bit constants, the top `bits` bits of the
-/// product).
-#[inline]
-fn slot(bits: u32, feature: usize, label: u32) -> usize {
-    let key = (feature as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ u64::from(label).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-    (key.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> (64 - bits)) as usize
 }
 
 /// `f(j, x_j)` for each nonzero feature of `input`, then `f(BIAS_FEATURE, bias)` unless

@@ -28,7 +28,7 @@ mod registry;
 mod state;
 
 pub use interface::{
-    Head, HeadBatch, HeadRate, HeadSample, HeadScratch, HeadSettings, MAX_SHORTLIST,
+    Head, HeadBatch, HeadRate, HeadSample, HeadScratch, HeadSettings, HeadShape, MAX_SHORTLIST,
 };
 pub use registry::{AnyHead, HeadConfig};
 pub use state::HeadTensor;
@@ -38,11 +38,11 @@ pub use state::HeadTensor;
 pub struct Heads(Vec<AnyHead>);
 
 impl Heads {
-    /// The heads `configs` describe, untrained.
-    pub fn new(configs: &[HeadConfig]) -> Result<Self> {
+    /// The heads `configs` describe, untrained, for a network of `shape`.
+    pub fn new(configs: &[HeadConfig], shape: HeadShape) -> Result<Self> {
         configs
             .iter()
-            .map(HeadConfig::build)
+            .map(|c| c.build(shape))
             .collect::<Result<_>>()
             .map(Heads)
     }
@@ -165,6 +165,11 @@ impl Heads {
             .iter()
             .find(|h| h.state_tensors().iter().any(|t| t.name == name))?;
         Some(head.write_state_tensor(name, sink))
+    }
+
+    /// Whether some head carries `trained` into a continued run ([`Head::carries`]).
+    pub fn carries(&self, trained: &StateTensor) -> bool {
+        self.0.iter().any(|h| h.carries(trained))
     }
 
     /// Every head's [`Head::read_state`].

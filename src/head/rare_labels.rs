@@ -7,7 +7,7 @@
 
 use slide_lsh::Vector;
 
-use super::interface::{Head, HeadSettings, MAX_SHORTLIST};
+use super::interface::{Head, HeadSettings, HeadShape, MAX_SHORTLIST};
 use crate::data::Examples;
 use crate::error::{Result, SlideError, config_error};
 use crate::layer::{Elem, StateSource, StateTensor};
@@ -79,11 +79,11 @@ impl HeadSettings for RareLabelsConfig {
     }
 
     /// Nothing until the index is built from the training data.
-    fn estimated_bytes(&self) -> u64 {
+    fn estimated_bytes(&self, _shape: HeadShape) -> u64 {
         0
     }
 
-    fn build(&self) -> Result<RareLabels> {
+    fn build(&self, _shape: HeadShape) -> Result<RareLabels> {
         self.validate()?;
         Ok(RareLabels {
             config: *self,

@@ -6,7 +6,7 @@
 
 use slide_lsh::Vector;
 
-use super::interface::{Head, HeadBatch, HeadRate, HeadScratch, HeadSettings};
+use super::interface::{Head, HeadBatch, HeadRate, HeadScratch, HeadSettings, HeadShape};
 use crate::data::Examples;
 use crate::error::{Result, SlideError};
 use crate::layer::{StateSource, StateTensor};
@@ -64,15 +64,17 @@ macro_rules! registry {
                 }
             }
 
-            /// Heap bytes the built head holds.
-            pub fn estimated_bytes(&self) -> u64 {
-                match self { $( $(#[$cfg])* HeadConfig::$variant(c) => c.estimated_bytes(), )* }
+            /// Heap bytes the head built for `shape` holds.
+            pub fn estimated_bytes(&self, shape: HeadShape) -> u64 {
+                match self {
+                    $( $(#[$cfg])* HeadConfig::$variant(c) => c.estimated_bytes(shape), )*
+                }
             }
 
-            /// The head, untrained.
-            pub fn build(&self) -> Result<AnyHead> {
+            /// The head for a network of `shape`, untrained.
+            pub fn build(&self, shape: HeadShape) -> Result<AnyHead> {
                 match self {
-                    $( $(#[$cfg])* HeadConfig::$variant(c) => c.build().map(AnyHead::$variant), )*
+                    $( $(#[$cfg])* HeadConfig::$variant(c) => c.build(shape).map(AnyHead::$variant), )*
                 }
             }
         }
@@ -120,6 +122,9 @@ macro_rules! registry {
             }
             fn state_tensors(&self) -> Vec<StateTensor> {
                 match self { $( $(#[$cfg])* AnyHead::$variant(h) => h.state_tensors(), )* }
+            }
+            fn carries(&self, trained: &StateTensor) -> bool {
+                match self { $( $(#[$cfg])* AnyHead::$variant(h) => h.carries(trained), )* }
             }
             fn write_state_tensor<E: From<SlideError>>(
                 &self,

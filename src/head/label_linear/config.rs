@@ -13,7 +13,9 @@ use crate::head::interface::MAX_SHORTLIST;
     serde(default, deny_unknown_fields)
 )]
 pub struct LabelLinearConfig {
-    /// The table holds `2^bits` weights (default 24: 64 MiB of f32), between 10 and 32.
+    /// The table holds at most `2^bits` weights (default 24: 64 MiB of f32), between 10
+    /// and 32: one per `(feature, label)` pair where `labels x (features + 1)` fit, the
+    /// pairs hashed into `2^bits` otherwise.
     pub bits: u32,
     /// SGD's learning rate at the start of training (default 0.5), in (0, 1]; it follows
     /// the network's schedule (the same fraction of its peak). A step moves the sample's
@@ -105,9 +107,10 @@ impl LabelLinearConfig {
         (f64::from(self.lr) * left / steps.max(1) as f64) as f32
     }
 
-    /// Bytes the table takes.
-    pub fn table_bytes(&self) -> usize {
-        4usize << self.bits
+    /// Bytes the table takes in a network of `shape`: one f32 per `(feature, label)` pair
+    /// (the bias among the features) where they fit in `2^bits`, `2^bits` f32 otherwise.
+    pub fn table_bytes(&self, shape: crate::head::HeadShape) -> usize {
+        4 * super::Layout::new(self.bits, shape).len(shape.outputs)
     }
 }
 

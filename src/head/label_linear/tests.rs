@@ -5,12 +5,21 @@ fn sparse<'a>(indices: &'a [u32], values: &'a [f32]) -> Vector<'a> {
     Vector::Sparse { indices, values }
 }
 
+/// A hashed head: 50 labels x 201 weights do not fit in 2^12.
 fn small() -> LabelLinearHead {
-    LabelLinearHead::new(LabelLinearConfig {
-        bits: 12,
-        ..LabelLinearConfig::default()
-    })
-    .unwrap()
+    let head = LabelLinearHead::new(
+        LabelLinearConfig {
+            bits: 12,
+            ..LabelLinearConfig::default()
+        },
+        HeadShape {
+            inputs: 200,
+            outputs: 50,
+        },
+    )
+    .unwrap();
+    assert!(!head.is_dense());
+    head
 }
 
 #[test]
@@ -144,5 +153,8 @@ fn settings_out_of_range_are_refused_by_key() {
         assert!(message.contains(key), "{message}");
     }
     assert!(LabelLinearConfig::default().validate().is_ok());
-    assert_eq!(LabelLinearConfig::default().table_bytes(), 64 << 20);
+    let shape = |inputs, outputs| HeadShape { inputs, outputs };
+    let default = LabelLinearConfig::default();
+    assert_eq!(default.table_bytes(shape(1_000_000, 1_000)), 64 << 20);
+    assert_eq!(default.table_bytes(shape(1836, 159)), 4 * 1837 * 159);
 }

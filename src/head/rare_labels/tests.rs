@@ -80,7 +80,7 @@ fn rare_labels_join_the_shortlist_at_its_last_logit() {
     });
     let best: Vec<(f32, u32)> = (0..7).map(|k| (10.0 - k as f32, k)).collect();
     let x = sparse(&[3, 4], &[1.0, 1.0]);
-    let mut heads = Heads::new(std::slice::from_ref(&rare)).unwrap();
+    let mut heads = Heads::new(std::slice::from_ref(&rare), SHAPE).unwrap();
     assert_eq!(
         heads.rerank(x, &best),
         best,
@@ -99,7 +99,7 @@ fn rare_labels_join_the_shortlist_at_its_last_logit() {
             shortlist: 5,
             ..Default::default()
         });
-        let mut heads = Heads::new(&[linear, rare]).unwrap();
+        let mut heads = Heads::new(&[linear, rare], SHAPE).unwrap();
         heads.prepare(&data);
         // An untrained linear head scores 0: the candidates keep their logits.
         assert_eq!(heads.rerank(x, &best), [&best[..5], &[(6.0, 9)]].concat());
@@ -114,7 +114,7 @@ fn the_index_round_trips_through_the_state_protocol() {
     data.push(&[3], &[1.0], &[2]);
     data.push(&[4], &[1.0], &[9]);
     let config = RareLabelsConfig::default();
-    let mut head = config.build().unwrap();
+    let mut head = config.build(SHAPE).unwrap();
     assert!(head.state_tensors().is_empty());
     head.prepare(&data);
     let names: Vec<String> = head.state_tensors().into_iter().map(|t| t.name).collect();
@@ -126,7 +126,7 @@ fn the_index_round_trips_through_the_state_protocol() {
         .unwrap(),
         ..Default::default()
     };
-    let mut back = config.build().unwrap();
+    let mut back = config.build(SHAPE).unwrap();
     back.read_state(5, 10, &mut crate::network_state::MemorySource(&state))
         .unwrap();
     assert_eq!(back, head);
@@ -135,7 +135,7 @@ fn the_index_round_trips_through_the_state_protocol() {
         .unwrap_err();
     assert!(err.to_string().contains("names label 9"), "{err}");
     let empty = crate::NetworkState::default();
-    let mut fresh = config.build().unwrap();
+    let mut fresh = config.build(SHAPE).unwrap();
     assert!(
         fresh
             .read_state(0, 10, &mut crate::network_state::MemorySource(&empty))
@@ -149,3 +149,9 @@ fn the_index_round_trips_through_the_state_protocol() {
         "{err}"
     );
 }
+
+/// A network of 8 input features and 10 outputs.
+const SHAPE: crate::head::HeadShape = crate::head::HeadShape {
+    inputs: 8,
+    outputs: 10,
+};

@@ -1845,3 +1845,50 @@ fn exact_picks_are_the_best_scoring_neurons_outside_the_forced_ones() {
     distinct.dedup();
     assert_eq!(distinct.len(), ids.len(), "an id twice");
 }
+
+/// A layer whose `min_active` covers all its outputs computes every one of them without
+/// asking its tables: its pass is dense (no picks, no shared negatives) in training and in
+/// LSH-mode evaluation, with the outputs of an exact pass; with one output more than
+/// `min_active` it queries its tables again.
+#[test]
+fn a_layer_whose_sampling_takes_every_output_skips_the_query() {
+    let mut config = sampled(8, Activation::Softmax, 8);
+    if let Some(lsh) = &mut config.lsh {
+        lsh.negatives.shared_negatives = 3;
+    }
+    let layer = slide::SparseLayer::new(6, &config, 5).unwrap();
+    assert!(layer.every_output_active());
+    let x = [0.5, -0.25, 1.0, 0.0, 0.75, 0.1];
+    let pass = |layer: &slide::SparseLayer, mode: Mode| {
+        let mut trace = slide::LayerTrace::new();
+        let forced: &[u32] = if mode == Mode::Train { &[2] } else { &[] };
+        let input = slide::lsh::Vector::Dense(&x);
+        let rng = &mut slide::sample_rng(3);
+        layer
+            .select_active(
+                input,
+                forced,
+                mode,
+                rng,
+                &mut layer.select_scratch(),
+                &mut trace,
+            )
+            .unwrap();
+        layer.forward(input, &mut trace).unwrap();
+        let sources = trace.sources();
+        let picked = sources.forced + sources.from_tables + sources.random_fill;
+        (trace.is_dense(), picked, trace.outputs().to_vec())
+    };
+    let exact = pass(&layer, Mode::EvalDense);
+    assert!(exact.0);
+    assert_eq!(exact.2.len(), 8);
+    assert_eq!(pass(&layer, Mode::Train), exact);
+    assert_eq!(pass(&layer, Mode::EvalLsh), exact);
+    let wider = slide::SparseLayer::new(6, &sampled(9, Activation::Softmax, 8), 5).unwrap();
+    assert!(!wider.every_output_active());
+    let (dense, picked, outputs) = pass(&wider, Mode::Train);
+    assert!(
+        !dense && picked >= 8 && outputs.len() == picked,
+        "{picked} picked"
+    );
+}

@@ -17,7 +17,8 @@ and prints the counts. With --measure ROUNDS it then runs the protocol with
 target/release/slide-train and configs/xmc.toml, one run at a time (run it alone on the
 machine): the model of the old samples (once), then ROUNDS alternating rounds of a model
 trained from scratch on full/ and that model continued (--init-from) on new/ with a replay
-of old/ (CONTINUE below, in batches that give it at least 16 steps an epoch), each scored on full/test.txt and new/test.txt; rows go to
+of old/ (CONTINUE below; the recipe's `min_steps_per_epoch` sizes its batches), each
+scored on full/test.txt and new/test.txt; rows go to
 DIR/results.csv, medians to standard output.
 """
 
@@ -32,21 +33,8 @@ import subprocess
 
 BIN = "target/release/slide-train"
 CONFIG = "configs/xmc.toml"
-# How the continued run trains (chosen on deb-deps; see docs/guide.md), and its batches:
-# at least 16 steps an epoch (512 samples at most, the recipe's).
+# How the continued run trains (chosen on deb-deps; see docs/guide.md).
 CONTINUE = ["train.epochs=2", "data.replay_share=0.4", "train.lr=0.003"]
-REPLAY_SHARE = 0.4
-STEPS_PER_EPOCH = 16
-
-
-def continued_batch(new_samples, old_samples):
-    """The largest power of two at most 512 that gives the continued run's samples (the new
-    ones and the replayed share of the old) STEPS_PER_EPOCH steps an epoch."""
-    samples = new_samples + REPLAY_SHARE * old_samples
-    batch = 512
-    while batch > 1 and samples / batch < STEPS_PER_EPOCH:
-        batch //= 2
-    return batch
 
 
 def read(path):
@@ -153,9 +141,6 @@ def measure(out, rounds):
         f'data.test="{files(test_part or part, "test.txt")}"',
     ]
     base, _ = run(os.path.join(out, "run-old"), data("old"))
-    count = lambda part: int(open(files(part, "train.txt")).readline().split()[0])
-    batch = continued_batch(count("new"), count("old"))
-    print(f"continued runs: batches of {batch}", flush=True)
     rows = []
     for r in range(1, rounds + 1):
         for system in ("scratch", "continued"):
@@ -163,7 +148,6 @@ def measure(out, rounds):
                 ckpt, seconds = run(os.path.join(out, "run-scratch"), data("full"))
             else:
                 sets = data("new", "full") + [f'data.replay="{files("old", "train.txt")}"'] + CONTINUE
-                sets.append(f"train.batch_size={batch}")
                 ckpt, seconds = run(os.path.join(out, "run-continued"), sets, init_from=base)
             p1, p5 = score(ckpt, files("full", "train.txt"), files("full", "test.txt"))
             new_p1, _ = score(ckpt, files("full", "train.txt"), files("new", "test.txt"))

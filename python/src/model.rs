@@ -285,7 +285,7 @@ impl Model {
             path
         };
         let network = config.network(features, train_samples);
-        let identity = Identity::of(&network, config.train.batch_size);
+        let identity = Identity::of(&network, config.train.batch(train_samples));
         let mut net = Network::with_empty_tables(network)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         checkpoint::load(&file, &mut net, &identity, Require::Network).map_err(bad)?;
@@ -383,7 +383,7 @@ impl Model {
     /// What a checkpoint of this model records (as `slide-train` writes it).
     fn identity(&self) -> Identity {
         let network = self.config.network(self.features, self.train_samples);
-        Identity::of(&network, self.config.train.batch_size)
+        Identity::of(&network, self.config.train.batch(self.train_samples))
     }
 
     /// The config's evaluation options, in `mode` when given (else the config's own).

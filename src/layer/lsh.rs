@@ -188,11 +188,23 @@ impl SparseLayer {
         self.lsh.as_ref().is_some_and(|l| !l.shared.is_empty())
     }
 
-    /// Whether the layer uses the mean input (shared negatives or centered queries).
+    /// Whether the layer uses the mean input (shared negatives or centered queries): not
+    /// where every output is active anyway.
     pub(crate) fn uses_mean_input(&self) -> bool {
-        self.lsh.as_ref().is_some_and(|l| {
-            l.config.negatives.shared_negatives > 0 || l.config.retrieval.center_queries
-        })
+        !self.every_output_active()
+            && self.lsh.as_ref().is_some_and(|l| {
+                l.config.negatives.shared_negatives > 0 || l.config.retrieval.center_queries
+            })
+    }
+
+    /// Whether an LSH layer's sampling makes every output active whatever its tables say
+    /// (`min_active` at least the outputs: a layer of 159 labels under a recipe for
+    /// thousands): its passes then skip the hashing, the tables' queries and the shared
+    /// negatives, as a layer without LSH does, and compute the same outputs.
+    pub fn every_output_active(&self) -> bool {
+        self.lsh
+            .as_ref()
+            .is_some_and(|l| l.sampling.min_active >= self.out_dim)
     }
 
     /// Whether what the layer derives from the mean input is due for a refresh after `step`

@@ -14,7 +14,8 @@ impl SparseLayer {
     /// Picks one sample's active neurons for `input` into `trace`: in [`Mode::Train`] and
     /// [`Mode::EvalLsh`] an LSH layer queries its tables (with `forced` ids, e.g. the
     /// sample's labels, always in the set in training, and the layer's shared negatives);
-    /// otherwise every neuron is active. `rng` draws the random ids the sampling adds;
+    /// otherwise, or where its sampling takes every neuron anyway
+    /// ([`every_output_active`](Self::every_output_active)), every neuron is active. `rng` draws the random ids the sampling adds;
     /// `scratch` comes from [`select_scratch`](Self::select_scratch) of this layer.
     ///
     /// Errors: an input that does not fit the layer (wrong length, an index out of range,
@@ -62,7 +63,11 @@ impl SparseLayer {
         trace.shared = 0;
         trace.logit_shift = 0.0;
         trace.shift_from = 0;
-        let buffers = scratch.buffers.as_mut();
+        // Where the sampling takes every output anyway, the pass is dense (no query).
+        let buffers = scratch
+            .buffers
+            .as_mut()
+            .filter(|_| !self.every_output_active());
         if let (Some(lsh), Mode::Train | Mode::EvalLsh, Some(b)) = (&self.lsh, mode, buffers) {
             let codes = query_codes(lsh, &lsh.sampling, input, &mut b.codes, &mut b.centered)?;
             b.forced.clear();

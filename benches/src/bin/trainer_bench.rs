@@ -244,7 +244,7 @@ fn bench_config(
     sets.extend(o.sets.iter().cloned());
     let path = config::locate(&o.config);
     let mut cfg = config::load(&path, &sets).map_err(|e| format!("{e:#}"))?;
-    let steps = train_samples.div_ceil(cfg.train.batch_size as u64) * o.epochs as u64;
+    let steps = cfg.train.steps_per_epoch(train_samples as usize) * o.epochs as u64;
     cfg.checkpoint.every = steps
         .checked_div(o.checkpoints)
         .map_or(0, |every| every.max(1));
@@ -322,7 +322,7 @@ fn time_checkpoint_writes(
     file_bytes: u64,
 ) -> Result<CheckpointWrites, String> {
     let network = cfg.network(features, train_samples as usize);
-    let identity = checkpoint::Identity::of(&network, cfg.train.batch_size);
+    let identity = checkpoint::Identity::of(&network, cfg.train.batch(train_samples as usize));
     let mut net = slide::Network::with_empty_tables(network).map_err(|e| e.to_string())?;
     checkpoint::load(newest, &mut net, &identity, checkpoint::Require::Network)
         .map_err(|e| format!("{e:#}"))?;

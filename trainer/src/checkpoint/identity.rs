@@ -30,7 +30,8 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// The identity of a run of `config` with batches of `batch_size`.
+    /// The identity of a run of `config` with batches of `batch_size` (the batches its
+    /// training set gets: [`TrainConfig::batch`](crate::config::TrainConfig::batch)).
     pub fn of(config: &NetworkConfig, batch_size: usize) -> Self {
         let mut settings = config.describe();
         settings.push(("train.batch_size".into(), batch_size.to_string()));

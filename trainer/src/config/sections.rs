@@ -135,9 +135,14 @@ pub struct TrainConfig {
     /// Passes over the training set (default 1).
     #[serde(default = "default_epochs")]
     pub epochs: usize,
-    /// Samples per step (default 128).
+    /// Samples per step (default 128), fewer where an epoch would otherwise take fewer
+    /// than `min_steps_per_epoch` steps.
     #[serde(default = "default_batch_size")]
     pub batch_size: usize,
+    /// The fewest steps an epoch takes (default 1): on a small training set the batches
+    /// shrink to `ceil(samples / min_steps_per_epoch)` samples.
+    #[serde(default = "default_min_steps_per_epoch")]
+    pub min_steps_per_epoch: usize,
     #[serde(default)]
     /// Seed of the weights, hash functions, shuffles and sampling.
     pub seed: u64,
@@ -190,10 +195,17 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// Samples per step on a training set of `train_samples`: `batch_size`, or fewer so
+    /// that an epoch takes `min_steps_per_epoch` steps; at least 1.
+    pub fn batch(&self, train_samples: usize) -> usize {
+        let fewest = train_samples.div_ceil(self.min_steps_per_epoch.max(1));
+        self.batch_size.min(fewest).max(1)
+    }
+
     /// Steps in an epoch of `train_samples`: the one place the data's size becomes steps
     /// (the schedule's length, a warm-up given in epochs).
     pub fn steps_per_epoch(&self, train_samples: usize) -> u64 {
-        train_samples.div_ceil(self.batch_size.max(1)) as u64
+        train_samples.div_ceil(self.batch(train_samples)) as u64
     }
 
     /// Refuses a key that no part of `[train]` knows, as serde refuses one elsewhere.
@@ -212,6 +224,9 @@ fn default_epochs() -> usize {
 }
 fn default_batch_size() -> usize {
     128
+}
+fn default_min_steps_per_epoch() -> usize {
+    1
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]

@@ -812,3 +812,24 @@ fn the_input_power_reaches_the_core() {
         );
     }
 }
+
+/// A small training set gets smaller batches, so that an epoch takes at least
+/// `min_steps_per_epoch` steps (the schedule and the warm-ups follow); 0 is refused.
+#[test]
+fn small_training_sets_get_smaller_batches() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let xmc: toml::Table =
+        toml::from_str(&std::fs::read_to_string(root.join("xmc.toml")).unwrap()).unwrap();
+    let t: TrainConfig = xmc["train"].clone().try_into().unwrap();
+    assert_eq!((t.batch_size, t.min_steps_per_epoch), (512, 16));
+    assert_eq!((t.batch(45_660), t.steps_per_epoch(45_660)), (512, 90));
+    assert_eq!((t.batch(4_880), t.steps_per_epoch(4_880)), (305, 16));
+    assert_eq!((t.batch(5), t.steps_per_epoch(5)), (1, 5));
+    assert_eq!(TrainConfig::default().batch(100), 100);
+    let path = root.join("amazon670k-synthetic.toml");
+    let err = load(&path, &["train.min_steps_per_epoch=0".into()]).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("train.min_steps_per_epoch must be at least 1"),
+        "{err:#}"
+    );
+}

@@ -13,6 +13,9 @@ impl Config {
         if t.batch_size == 0 {
             bail!("train.batch_size must be at least 1");
         }
+        if t.min_steps_per_epoch == 0 {
+            bail!("train.min_steps_per_epoch must be at least 1");
+        }
         if t.epochs == 0 {
             bail!("train.epochs must be at least 1");
         }

@@ -120,7 +120,7 @@ fn apply(
         .with_output_size(plan.labels)
         .map_err(|e| Failure::Input(anyhow!("--init-from {}: {e:#}", plan.path.display())))?
         .network(plan.inputs, train_samples);
-    let identity = checkpoint::Identity::of(&trained_config, config.train.batch_size);
+    let identity = checkpoint::Identity::of(&trained_config, config.train.batch(train_samples));
     let mut trained =
         Network::sharded_with_empty_tables(trained_config, Arc::new(slide::comm::Local))
             .map_err(|e| Failure::Input(e.into()))?;

@@ -244,7 +244,7 @@ impl<'a> Loop<'a> {
             saved_at,
             schedule_steps: 0,
             head_steps: 0,
-            report_every: (train.len() / config.train.batch_size / 10).max(1) as u64,
+            report_every: (config.train.steps_per_epoch(train.len()) / 10).max(1),
             sampled,
             output_sampled,
         }
@@ -263,7 +263,7 @@ impl<'a> Loop<'a> {
         let head_epochs = self.net.heads().alone_epochs();
         for epoch in start.epoch..=t.epochs + head_epochs {
             shuffle(&mut order, t.seed, epoch);
-            let batches = order.chunks(t.batch_size);
+            let batches = order.chunks(t.batch(order.len()));
             let count = batches.len();
             let skip = if epoch == start.epoch { start.batch } else { 0 };
             for (b, batch) in batches.enumerate().skip(skip) {

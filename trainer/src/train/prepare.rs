@@ -155,8 +155,11 @@ pub(crate) fn prepare_loaded(
         Log::Stderr => eprintln!("{announce}"),
     }
     // What a checkpoint must match: the network to be evaluated, every setting to be resumed.
-    let identity = checkpoint::Identity::of(&network_config, config.train.batch_size)
-        .of_rank(comm.rank(), ranks);
+    let identity = checkpoint::Identity::of(
+        &network_config,
+        config.train.batch(loaded.train.examples().len()),
+    )
+    .of_rank(comm.rank(), ranks);
     let net = if restoring {
         Network::sharded_with_empty_tables(network_config, comm)
     } else {

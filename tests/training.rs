@@ -1849,7 +1849,7 @@ fn exact_picks_are_the_best_scoring_neurons_outside_the_forced_ones() {
 /// A layer whose `min_active` covers all its outputs computes every one of them without
 /// asking its tables: its pass is dense (no picks, no shared negatives) in training and in
 /// LSH-mode evaluation, with the outputs of an exact pass; with one output more than
-/// `min_active` it queries its tables again.
+/// `min_active` it queries its tables again. With `dense_share` 0.5, half is enough.
 #[test]
 fn a_layer_whose_sampling_takes_every_output_skips_the_query() {
     let mut config = sampled(8, Activation::Softmax, 8);
@@ -1891,4 +1891,14 @@ fn a_layer_whose_sampling_takes_every_output_skips_the_query() {
         !dense && picked >= 8 && outputs.len() == picked,
         "{picked} picked"
     );
+    // `dense_share` 0.5: 8 active of 16 outputs is enough for a dense pass, of 17 not.
+    let half = |out_dim| {
+        let mut config = sampled(out_dim, Activation::Softmax, 8);
+        config.lsh.as_mut().unwrap().retrieval.dense_share = 0.5;
+        slide::SparseLayer::new(6, &config, 5).unwrap()
+    };
+    let (dense, _, outputs) = pass(&half(16), Mode::Train);
+    assert!(dense && outputs.len() == 16);
+    assert!(half(16).every_output_active() && !half(17).every_output_active());
+    assert!(!pass(&half(17), Mode::Train).0);
 }

@@ -197,14 +197,16 @@ impl SparseLayer {
             })
     }
 
-    /// Whether an LSH layer's sampling makes every output active whatever its tables say
-    /// (`min_active` at least the outputs: a layer of 159 labels under a recipe for
-    /// thousands): its passes then skip the hashing, the tables' queries and the shared
-    /// negatives, as a layer without LSH does, and compute the same outputs.
+    /// Whether an LSH layer computes every output, asking its tables nothing: where its
+    /// sampling's `min_active` is at least [`dense_share`](crate::Retrieval::dense_share)
+    /// of its outputs (by default: where it makes every output active anyway, as for a
+    /// layer of 159 labels under a recipe for thousands). Its passes then skip the
+    /// hashing, the tables' queries and the shared negatives, as a layer without LSH does.
     pub fn every_output_active(&self) -> bool {
-        self.lsh
-            .as_ref()
-            .is_some_and(|l| l.sampling.min_active >= self.out_dim)
+        self.lsh.as_ref().is_some_and(|l| {
+            l.sampling.min_active as f64
+                >= f64::from(l.config.retrieval.dense_share) * self.out_dim as f64
+        })
     }
 
     /// Whether what the layer derives from the mean input is due for a refresh after `step`

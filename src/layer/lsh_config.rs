@@ -76,7 +76,8 @@ impl Default for LshConfig {
 impl LshConfig {
     /// The settings' names in [`describe`](Self::describe) that only shape training: the
     /// [architecture hash](crate::NetworkConfig::architecture_hash) leaves them out.
-    pub(crate) const TRAINING_ONLY: [&str; 7] = [
+    pub(crate) const TRAINING_ONLY: [&str; 8] = [
+        "dense_share",
         "shared_shift",
         "shared_pool_inputs",
         "shared_refresh",
@@ -91,7 +92,7 @@ impl LshConfig {
     /// `bucket_capacity`, `policy`, `sampling`, `log_q`, `shared_negatives`,
     /// `center_queries`, then, each only when not its default so that checkpoints from
     /// before it existed keep their identity, `shared_pool` (if above `shared_negatives`),
-    /// `shared_shift`, `shared_pool_inputs`, `shared_refresh`, `min_gradient`, `exact_picks` and the
+    /// `shared_shift`, `shared_pool_inputs`, `shared_refresh`, `min_gradient`, `dense_share`, `exact_picks` and the
     /// warm-up's `warmup_random`
     /// and `warmup_steps`. A new setting a resume must compare is put here (and in
     /// [`TRAINING_ONLY`](Self::TRAINING_ONLY) if it only shapes training).
@@ -129,6 +130,9 @@ impl LshConfig {
         }
         if self.negatives.min_gradient != 0.0 {
             put("min_gradient", self.negatives.min_gradient.to_string());
+        }
+        if self.retrieval.dense_share != super::retrieval::DEFAULT_DENSE_SHARE {
+            put("dense_share", self.retrieval.dense_share.to_string());
         }
         // The names these settings had before `picks` and `warmup` grouped them, so
         // checkpoints written then compare equal.

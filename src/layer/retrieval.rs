@@ -30,7 +30,15 @@ pub struct Retrieval {
     /// see which coordinates are high for this input rather than which are high for every
     /// input (with ReLU inputs the same few coordinates win most bins for every sample).
     pub center_queries: bool,
+    /// The layer computes every output, asking its tables nothing, where the sampling's
+    /// `min_active` is at least this share of its outputs (default 1: where it covers them
+    /// all, the same outputs either way), in (0, 1]: below 1, a layer whose active set
+    /// would be most of it anyway skips the hashing, the queries and the shared negatives.
+    pub dense_share: f32,
 }
+
+/// [`Retrieval::dense_share`]'s default: dense only where the sampling takes every output.
+pub(crate) const DEFAULT_DENSE_SHARE: f32 = 1.0;
 
 /// [`Retrieval::bucket_capacity`]'s default when `K`, `L` and `range_pow` are given.
 const DEFAULT_BUCKET_CAPACITY: usize = 128;
@@ -50,6 +58,7 @@ impl Default for Retrieval {
             policy: BucketPolicy::Fifo,
             sampling: Sampling::vanilla(),
             center_queries: false,
+            dense_share: DEFAULT_DENSE_SHARE,
         }
     }
 }
@@ -59,6 +68,12 @@ impl Retrieval {
     /// family's settings and `K`, `L`, `range_pow`, the tables' limits for `out_dim`
     /// neurons, and the sampling's settings.
     pub fn validate(&self, out_dim: usize) -> Result<()> {
+        if !(self.dense_share > 0.0 && self.dense_share <= 1.0) {
+            return Err(crate::error::config_error(
+                "lsh",
+                format!("dense_share must be in (0, 1], got {}", self.dense_share),
+            ));
+        }
         self.family.validate(self.params)?;
         self.tables(out_dim, 0).validate()?;
         self.sampling.validate(self.params.l)?;
@@ -127,6 +142,13 @@ pub(crate) struct RetrievalSpec {
     random_extra: usize,
     #[serde(default)]
     center_queries: bool,
+    #[serde(default = "default_dense_share")]
+    dense_share: f32,
+}
+
+#[cfg(feature = "serde")]
+fn default_dense_share() -> f32 {
+    DEFAULT_DENSE_SHARE
 }
 
 /// The name of a [`Strategy`] in a config file; its setting is `budget` or `min_hits`.
@@ -193,6 +215,7 @@ impl RetrievalSpec {
                 random_extra: spec.random_extra,
             },
             center_queries: spec.center_queries,
+            dense_share: spec.dense_share,
         })
     }
 }
@@ -223,6 +246,7 @@ impl From<Retrieval> for RetrievalSpec {
             min_active: sampling.min_active,
             random_extra: sampling.random_extra,
             center_queries: retrieval.center_queries,
+            dense_share: retrieval.dense_share,
         }
     }
 }

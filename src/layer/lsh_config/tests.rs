@@ -22,6 +22,7 @@ fn everything_set() -> LshConfig {
             policy: BucketPolicy::Reservoir,
             sampling: Sampling::top_k(20).with_min_active(30).with_random_extra(5),
             center_queries: true,
+            dense_share: 0.75,
         },
         negatives: Negatives {
             log_q: true,
@@ -85,6 +86,7 @@ fn describe_keeps_the_names_and_values_checkpoints_recorded() {
             "shared_pool_inputs=3",
             "shared_refresh=32",
             "min_gradient=0.001",
+            "dense_share=0.75",
             "warmup_random=8",
             "warmup_steps=100",
         ]
@@ -124,6 +126,18 @@ fn each_concepts_check_refuses_through_the_config() {
         },
         "at most the layer's 100 neurons",
     );
+    for dense_share in [0.0, 1.5, f32::NAN] {
+        refused(
+            LshConfig {
+                retrieval: Retrieval {
+                    dense_share,
+                    ..lsh.retrieval
+                },
+                ..lsh
+            },
+            "dense_share must be in (0, 1]",
+        );
+    }
     for min_gradient in [-0.001, 1.0, f32::NAN] {
         refused(
             LshConfig {

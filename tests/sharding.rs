@@ -235,3 +235,35 @@ fn the_ranks_share_the_sampling_budget() {
         );
     }
 }
+
+/// An LSH output layer whose `min_active` covers all its outputs runs dense on every rank
+/// (each rank's share of `min_active` covers its share of the outputs): two ranks train the
+/// model of one process, and every sample's pass computes all of a rank's outputs.
+#[test]
+fn a_dense_lsh_output_layer_trains_the_same_on_two_ranks() {
+    let dense_lsh = || with_output(sampled(LABELS, Activation::Softmax, LABELS));
+    let data = sparse_data(256, INPUTS, LABELS as u32, 3);
+    let one = train(&data, dense_lsh(), Arc::new(Local));
+    assert!(one.net.layers()[1].every_output_active());
+    for rank in train_ranks(&data, dense_lsh(), 2) {
+        assert!(rank.net.layers()[1].every_output_active());
+        for (a, b) in rank.losses.iter().zip(&one.losses) {
+            assert!((a - b).abs() <= 1e-6 * b.abs(), "loss {a} vs {b}");
+        }
+        let ids = |p: &[Vec<(u32, f32)>]| -> Vec<Vec<u32>> {
+            p.iter()
+                .map(|t| t.iter().map(|&(id, _)| id).collect())
+                .collect()
+        };
+        assert_eq!(ids(&rank.predictions), ids(&one.predictions));
+        let hidden = |net: &Network| -> Vec<f32> {
+            let layer = &net.layers()[0];
+            (0..HIDDEN)
+                .flat_map(|j| (0..INPUTS).map(move |i| layer.weight(j, i)))
+                .collect()
+        };
+        for (a, b) in hidden(&rank.net).iter().zip(hidden(&one.net)) {
+            assert!((a - b).abs() <= 1e-6, "hidden weight {a} vs {b}");
+        }
+    }
+}

@@ -351,7 +351,7 @@ impl Head for LabelLinearHead {
     }
 
     /// Reads a table [`Self::carries`] takes; one of another layout or fewer labels is
-    /// converted pair by pair (the same scores, new labels' weights 0).
+    /// converted pair by pair (the same scores; a dense table's new labels start at 0).
     fn read_state<S: StateSource + ?Sized>(
         &mut self,
         _step: u64,

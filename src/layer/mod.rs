@@ -411,11 +411,11 @@ impl SparseLayer {
     /// The most neurons one sample can activate when `forced` labels are forced in.
     pub(crate) fn max_active(&self, forced: usize) -> usize {
         match &self.lsh {
-            Some(lsh) => lsh.tables.max_sampled(
+            Some(lsh) if !self.every_output_active() => lsh.tables.max_sampled(
                 &lsh.sampling,
                 forced + lsh.config.negatives.shared_negatives,
             ),
-            None => self.out_dim,
+            _ => self.out_dim,
         }
     }
 

@@ -25,11 +25,12 @@ pub(super) enum Layout {
 
 impl Layout {
     /// The layout of a head of `2^bits` weights at most for a network of `shape`: dense
-    /// where `outputs x (inputs + 1)` weights fit in `2^bits`.
+    /// where `outputs x (inputs + 1)` weights are fewer than `2^bits` (strictly, so that a
+    /// dense table's length never equals a hashed one's).
     pub(super) fn new(bits: u32, shape: HeadShape) -> Layout {
         let stride = shape.inputs + 1;
         match shape.outputs.checked_mul(stride) {
-            Some(pairs) if pairs <= 1usize << bits => Layout::Dense { stride },
+            Some(pairs) if pairs < 1usize << bits => Layout::Dense { stride },
             _ => Layout::Hashed { bits },
         }
     }
@@ -43,7 +44,9 @@ impl Layout {
     }
 
     /// Where the weight of `feature` ([`BIAS_FEATURE`] for the bias) in `label`'s
-    /// classifier lives.
+    /// classifier lives. Dense, `label` must be below the table's labels, and a feature at
+    /// or past the inputs (none the network passes: its inputs are checked) shares the
+    /// bias's weight.
     #[inline]
     pub(super) fn slot(self, feature: usize, label: u32) -> usize {
         match self {
@@ -56,7 +59,10 @@ impl Layout {
 /// What a stored table of `len` weights is to a head of `2^bits` weights at most for a
 /// network of `shape` whose own table has `own` weights: its layout and how many labels it
 /// holds. The head's own length; `2^bits` (hashed, as heads wrote before tables were dense
-/// where they fit); or a dense table of fewer labels than `shape`'s; otherwise none.
+/// where they fit); or a dense table of fewer labels than `shape`'s; otherwise none. A dense
+/// table is always shorter than `2^bits` ([`Layout::new`]), so no length means two layouts.
+/// A hashed table is taken to hold `shape`'s labels: read into a grown network, its new
+/// labels get what their pairs' slots hold (as a hashed head's new labels always did).
 pub(super) fn stored(
     len: usize,
     own: usize,

@@ -140,7 +140,7 @@ pub struct TrainConfig {
     #[serde(default = "default_batch_size")]
     pub batch_size: usize,
     /// The fewest steps an epoch takes (default 1): on a small training set the batches
-    /// shrink to `ceil(samples / min_steps_per_epoch)` samples.
+    /// shrink to `floor(samples / min_steps_per_epoch)` samples (at least 1).
     #[serde(default = "default_min_steps_per_epoch")]
     pub min_steps_per_epoch: usize,
     #[serde(default)]
@@ -196,10 +196,15 @@ impl Default for TrainConfig {
 
 impl TrainConfig {
     /// Samples per step on a training set of `train_samples`: `batch_size`, or fewer so
-    /// that an epoch takes `min_steps_per_epoch` steps; at least 1.
+    /// that an epoch takes at least `min_steps_per_epoch` steps (every sample its own step
+    /// on a set smaller than that); at least 1. With `min_steps_per_epoch = 1`, always
+    /// `batch_size` (a set smaller than a batch is one step either way).
     pub fn batch(&self, train_samples: usize) -> usize {
-        let fewest = train_samples.div_ceil(self.min_steps_per_epoch.max(1));
-        self.batch_size.min(fewest).max(1)
+        if self.min_steps_per_epoch <= 1 {
+            return self.batch_size;
+        }
+        let most = (train_samples / self.min_steps_per_epoch).max(1);
+        self.batch_size.min(most)
     }
 
     /// Steps in an epoch of `train_samples`: the one place the data's size becomes steps

@@ -825,7 +825,11 @@ fn small_training_sets_get_smaller_batches() {
     assert_eq!((t.batch(45_660), t.steps_per_epoch(45_660)), (512, 90));
     assert_eq!((t.batch(4_880), t.steps_per_epoch(4_880)), (305, 16));
     assert_eq!((t.batch(5), t.steps_per_epoch(5)), (1, 5));
-    assert_eq!(TrainConfig::default().batch(100), 100);
+    // 100 samples: batches of 6, 17 steps (ceil(100 / 16) = 7 would give 15).
+    assert_eq!((t.batch(100), t.steps_per_epoch(100)), (6, 17));
+    // Without a minimum the batch is `batch_size`, whatever the set's size.
+    assert_eq!(TrainConfig::default().batch(100), 128);
+    assert_eq!(TrainConfig::default().steps_per_epoch(100), 1);
     let path = root.join("amazon670k-synthetic.toml");
     let err = load(&path, &["train.min_steps_per_epoch=0".into()]).unwrap_err();
     assert!(

@@ -145,3 +145,13 @@ fn a_grown_network_keeps_its_labels_weights_and_starts_new_ones_at_zero() {
         .unwrap_err();
     assert!(err.to_string().contains(TABLE), "{err}");
 }
+
+#[test]
+fn a_table_of_exactly_two_to_the_bits_pairs_is_hashed() {
+    // 32 labels x (31 features + the bias) = 1,024 = 2^10: hashed, so that its length
+    // never reads as a dense table's (nor an old hashed one's as dense).
+    let head = LabelLinearHead::new(config(10), shape(31, 32)).unwrap();
+    assert!(!head.is_dense());
+    let below = LabelLinearHead::new(config(10), shape(30, 33)).unwrap();
+    assert!(below.is_dense() && below.table().len() == 1023);
+}

@@ -121,6 +121,14 @@ fn final_checkpoint(out: &Path) -> PathBuf {
     all.pop().expect("a final checkpoint")
 }
 
+/// `--config CONFIG --out OUT --init-from FROM`: a continuation's command line.
+fn init_from(config: &Path, out: &Path, from: &Path) -> Vec<String> {
+    [("--config", config), ("--out", out), ("--init-from", from)]
+        .into_iter()
+        .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()])
+        .collect()
+}
+
 /// `--set data.train=...`-style flags for the files of `dir`.
 fn data(dir: &Path, train: &str, test: &str) -> Vec<String> {
     vec![
@@ -135,20 +143,15 @@ fn data(dir: &Path, train: &str, test: &str) -> Vec<String> {
 fn a_continued_run_grows_the_output_layer_and_predicts_new_labels() {
     let (dir, config, checkpoint) = trained("continued");
     let out = dir.join("continued");
-    let mut args: Vec<String> = vec![
-        "--config".into(),
-        config.display().to_string(),
-        "--out".into(),
-        out.display().to_string(),
-        "--init-from".into(),
-        checkpoint.display().to_string(),
+    let mut args = init_from(&config, &out, &checkpoint);
+    args.extend([
         "--set".into(),
         format!("data.replay=\"{}\"", dir.join("old-train.txt").display()),
         "--set".into(),
         "data.replay_share=0.4".into(),
         "--set".into(),
         "train.epochs=6".into(),
-    ];
+    ]);
     args.extend(data(&dir, "new-train.txt", "test.txt"));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let stdout = succeeded(&slide_train(&args));
@@ -213,14 +216,7 @@ fn refused_continuations_say_why_and_write_nothing() {
     ];
     for (i, (extra, from, says)) in cases.into_iter().enumerate() {
         let out = dir.join(format!("refused-{i}"));
-        let mut args: Vec<String> = vec![
-            "--config".into(),
-            config.display().to_string(),
-            "--out".into(),
-            out.display().to_string(),
-            "--init-from".into(),
-            from.display().to_string(),
-        ];
+        let mut args = init_from(&config, &out, from);
         if extra.is_empty() || !extra[1].starts_with("data.") {
             args.extend(data(&dir, "new-train.txt", "test.txt"));
         }

@@ -307,31 +307,39 @@ fn learning_rate_schedules() {
 /// checkpoints written before still load. The Amazon-670K configs' settings hash moved when
 /// they took `shared_pool_inputs = 128`, again with `min_gradient = 0.0005` and with
 /// `rebuild_every = 100` (training settings: their checkpoints still evaluate, and resuming
-/// an older one names the changed setting).
+/// an older one names the changed setting). Their architecture hash moved when the output
+/// layer's `budget` and `min_active` went from 256 to 128 (the tables' K and L follow the
+/// budget): with those two set back to 256 the hash is the one older checkpoints carry, so
+/// they evaluate as before.
 #[test]
 fn shipped_configs_describe_their_networks_as_recorded() {
     let recorded: &[(&str, u64, u64)] = &[
         (
             "amazon670k-synthetic.toml ",
+            0xf9272769a9a1ded1,
+            0x546eb9a4f654bf12,
+        ),
+        (
+            "amazon670k-synthetic.toml network.layers.1.lsh.budget=256 network.layers.1.lsh.min_active=256",
             0x9a7a83cdefa97001,
-            0xb3f40882475225f8,
+            0xea1120d6c6bacbfe,
         ),
         (
             "amazon670k-synthetic.toml network.layers.1.lsh.exact_picks=true",
-            0x9a7a83cdefa97001,
-            0x78cd26528ea7758e,
+            0xf9272769a9a1ded1,
+            0x973fd0de9008b3d0,
         ),
         (
             "amazon670k-synthetic.toml network.layers.1.lsh.uniform=true",
-            0xf2c7b2dfa09972cf,
-            0xdfc4ad06fc9d7412,
+            0x3280d8cab78a691f,
+            0x5dd0fbef99d93744,
         ),
         (
             "amazon670k-synthetic.toml network.layers.1.lsh.uniform_negatives=7",
-            0xa2f06d7b6aef86d0,
-            0xd8925219c879a67d,
+            0x5c643fb93f56af60,
+            0x9f72741fee66fd61,
         ),
-        ("amazon670k.toml ", 0x9a7a83cdefa97001, 0xb3f40882475225f8),
+        ("amazon670k.toml ", 0xf9272769a9a1ded1, 0x546eb9a4f654bf12),
         (
             "delicious200k.toml ",
             0x55d1e5376e6df96a,
@@ -366,6 +374,15 @@ fn shipped_configs_describe_their_networks_as_recorded() {
         let set = format!("network.layers.1.lsh.{set}");
         cases.push(("amazon670k-synthetic.toml".into(), vec![set]));
     }
+    // The budget the Amazon-670K configs had before: the network their older checkpoints
+    // were written for.
+    cases.push((
+        "amazon670k-synthetic.toml".into(),
+        vec![
+            "network.layers.1.lsh.budget=256".into(),
+            "network.layers.1.lsh.min_active=256".into(),
+        ],
+    ));
     let mut seen = Vec::new();
     for (name, overrides) in cases {
         let network = load(&dir.join(&name), &overrides)

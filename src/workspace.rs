@@ -52,6 +52,9 @@ pub struct Workspace {
     pub(crate) update: UpdateScratch,
     /// The heads' training buffers.
     pub(crate) heads: crate::head::HeadScratch,
+    /// The output layer's pre-activations of a training batch computed in one product
+    /// (`SparseLayer::batch_logits`).
+    pub(crate) logits: crate::layer::batched::BatchLogits,
     /// The mean input of a layer over the latest batch (shared negatives' refresh).
     pub(crate) mean: Vec<f32>,
     /// The latest batch's labels (candidates for the shared negatives).

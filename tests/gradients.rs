@@ -441,12 +441,18 @@ fn layout_does_not_change_the_gradient() {
 /// others, with the same gradients bit for bit, and the hidden layer's gradient is what the
 /// kept outputs alone send back, `relu'(z_k) sum_kept delta_j w[j][k]` times the input,
 /// computed here in f64 from the network's weights. The bound is the median delta, so that
-/// both kinds occur.
+/// both kinds occur. With 8 of 20 outputs active a sample, and with all 20 (a dense pass,
+/// whose batch computes its outputs and its input gradients as matrix products).
 #[test]
 fn outputs_below_min_gradient_are_left_out_of_the_backward_pass_and_the_update() {
+    left_out_below_min_gradient(8);
+    left_out_below_min_gradient(20);
+}
+
+fn left_out_below_min_gradient(min_active: usize) {
     let data = sparse_data(6, 24, 20, 5);
     let with = |min_gradient: f32| {
-        let mut output = sampled(20, Activation::Softmax, 8);
+        let mut output = sampled(20, Activation::Softmax, min_active);
         output.lsh = output.lsh.map(|l| slide::LshConfig {
             negatives: slide::Negatives {
                 min_gradient,

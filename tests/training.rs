@@ -43,25 +43,30 @@ fn all_parameters(net: &Network) -> Vec<u32> {
 }
 
 /// LSH on both layers, table rebuilds every 5 steps: the same seed gives bit-identical
-/// weights, Adam state and losses with 1 and 2 threads.
+/// weights, Adam state and losses with 1 and 2 threads. So does a dense hidden layer below
+/// an output layer whose every output is active, in batches of 200 (whose outputs and
+/// input gradients are matrix products of 128 samples and the rest).
 #[test]
 fn training_is_bit_identical_with_one_and_two_threads() {
     let data = sparse_data(256, 60, 40, 1);
-    let run = |threads: usize, (weights, moments): Storage| {
+    let run = |threads: usize, (weights, moments): Storage, batched: bool| {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap();
         pool.install(|| {
-            let mut layers = vec![
-                sampled(48, Activation::Relu, 16),
-                sampled(40, Activation::Softmax, 10),
-            ];
+            let (mut layers, batch) = if batched {
+                let hidden = dense(48, Activation::Relu);
+                (vec![hidden, sampled(40, Activation::Softmax, 40)], 200)
+            } else {
+                let hidden = sampled(48, Activation::Relu, 16);
+                (vec![hidden, sampled(40, Activation::Softmax, 10)], 32)
+            };
             for layer in &mut layers {
                 (layer.weights, layer.moments) = (weights, moments);
             }
             let mut net = network(60, layers, 1e-2, 5);
-            let losses: Vec<u64> = train(&mut net, &data, 30, 32)
+            let losses: Vec<u64> = train(&mut net, &data, 30, batch)
                 .iter()
                 .map(|s| s.loss.to_bits())
                 .collect();
@@ -69,11 +74,17 @@ fn training_is_bit_identical_with_one_and_two_threads() {
         })
     };
     // BF16 values draw their rounding bits from the row and the step, not the thread.
-    for storage in STORAGES {
-        let one = run(1, storage);
-        let two = run(2, storage);
-        assert_eq!(one.1, two.1, "{storage:?}: losses differ");
-        assert!(one.0 == two.0, "{storage:?}: parameters differ");
+    for (storage, batched) in STORAGES.into_iter().flat_map(|s| [(s, false), (s, true)]) {
+        let one = run(1, storage, batched);
+        let two = run(2, storage, batched);
+        assert_eq!(
+            one.1, two.1,
+            "{storage:?}, batched {batched}: losses differ"
+        );
+        assert!(
+            one.0 == two.0,
+            "{storage:?}, batched {batched}: parameters differ"
+        );
     }
 }
 

@@ -42,6 +42,7 @@
 //! ```
 
 mod activation;
+pub(crate) mod batched;
 mod block;
 mod changed_rows;
 pub mod config;
@@ -126,8 +127,7 @@ fn padded(len: usize) -> usize {
 
 impl SparseLayer {
     /// A layer with weights drawn from `seed` as `config.init` says, zero biases and zero
-    /// Adam state. LSH tables are built from the initial
-    /// weights.
+    /// Adam state. LSH tables are built from the initial weights.
     pub fn new(in_dim: usize, config: &LayerConfig, seed: u64) -> Result<Self> {
         let mut layer = Self::with_empty_tables(in_dim, config, seed)?;
         layer.rebuild_tables()?;

@@ -189,6 +189,14 @@ impl SparseLayer {
                 }
             }
         }
+        self.activate(trace);
+        (active * input_nnz) as u64
+    }
+
+    /// The activation of the layer applied to the active pre-activations in `trace.out`
+    /// (with a softmax's log-Q shift of a sampled trace, and its normaliser recorded).
+    pub(crate) fn activate(&self, trace: &mut LayerTrace) {
+        let sampled = !trace.dense;
         match self.activation {
             Activation::Relu => trace.out.iter_mut().for_each(|z| *z = z.max(0.0)),
             Activation::Linear => {}
@@ -215,7 +223,6 @@ impl SparseLayer {
             }
             Activation::Sigmoid => trace.out.iter_mut().for_each(|z| *z = sigmoid(*z)),
         }
-        (active * input_nnz) as u64
     }
 
     /// Backward pass of one sample: reads the gradient of the loss on the active outputs

@@ -3,6 +3,8 @@
 //! exchanging softmax normalisers and input gradients between the phases; and the output
 //! layer's table picks of a pooled evaluation.
 
+use std::time::Instant;
+
 use rayon::prelude::*;
 use slide_lsh::{Sampling, mix64};
 
@@ -133,10 +135,7 @@ impl Network {
                 Ok::<(), SlideError>(())
             })?;
         if fused {
-            ws.states[..batch.len()]
-                .par_iter_mut()
-                .zip(batch)
-                .for_each(|(state, &sample)| pass.run_output_rest(sample, state));
+            self.run_outputs(ws, data, batch, &pass);
         }
         if !training || fused {
             return Ok(());
@@ -157,6 +156,66 @@ impl Network {
             .par_iter_mut()
             .for_each(|state| pass.run_hidden_backward(state));
         Ok(())
+    }
+
+    /// The second pass of a [`split`](Pass::split) training batch: each sample's output
+    /// layer, loss and backward pass. Where the output layer computes every output for
+    /// every sample ([`SparseLayer::batches_logits`]), its pre-activations come from one
+    /// product for the batch first (the product's thread-seconds counted as the first
+    /// sample's forward time).
+    fn run_outputs(&self, ws: &mut Workspace, data: &dyn Examples, batch: &[usize], pass: &Pass) {
+        let last = self.layers().len() - 1;
+        let layer = &self.layers()[last];
+        let Workspace { states, logits, .. } = ws;
+        let states = &mut states[..batch.len()];
+        // Batched where every sample computes every output from a dense input (a sparse
+        // one, such as a sampled hidden layer's, is cheaper a sample at a time).
+        let batched = last > 0
+            && layer.batches_logits()
+            && states
+                .iter()
+                .all(|s| s.traces[last].dense && s.traces[last - 1].dense);
+        if !batched {
+            states
+                .par_iter_mut()
+                .zip(batch)
+                .for_each(|(state, &sample)| pass.run_output_rest(sample, state));
+            return;
+        }
+        let threads = rayon::current_num_threads() as u32;
+        let started = Instant::now();
+        let shared: &[_] = states;
+        layer.batch_logits(
+            batch.len(),
+            |i| layer_input(&shared[i].traces, last, shared[i].input.get(data, batch[i])),
+            logits,
+        );
+        let forward = started.elapsed() * threads;
+        states
+            .par_iter_mut()
+            .zip(batch)
+            .zip(logits.rows())
+            .for_each(|((state, &sample), z)| pass.run_output_loss(sample, z, state));
+        // The gradient on the input as one product too.
+        let started = Instant::now();
+        let shared: &[_] = states;
+        layer.batch_input_gradients(|i| &shared[i].traces[last].delta, logits);
+        let macs = (layer.in_dim() * layer.out_dim()) as u64;
+        states
+            .par_iter_mut()
+            .zip(logits.input_gradients())
+            .for_each(|(state, g)| {
+                let prev = &mut state.traces[last - 1];
+                prev.delta.clear();
+                prev.delta.extend_from_slice(g);
+                state.macs += macs;
+            });
+        let backward = started.elapsed() * threads;
+        states
+            .par_iter_mut()
+            .for_each(|state| pass.run_hidden_backward(state));
+        states[0].times.forward += forward;
+        states[0].times.backward += backward;
     }
 
     /// Each sample's softmax normaliser over every rank's active outputs into

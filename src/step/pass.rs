@@ -102,12 +102,49 @@ impl Pass<'_> {
         state: &mut SampleState,
     ) {
         let started = Instant::now();
+        self.output_loss(sample, normaliser, state);
+        self.output_input_gradient(state);
+        state.times.backward += started.elapsed();
+    }
+
+    /// The output layer's part of the gradient on its input, from the gradient on its
+    /// pre-activations (nothing for a network of one layer).
+    fn output_input_gradient(&self, state: &mut SampleState) {
+        let last = self.layers.len() - 1;
+        if last > 0 {
+            let (below, here) = state.traces.split_at_mut(last);
+            let prev = &mut below[last - 1];
+            let mut delta = std::mem::take(&mut prev.delta);
+            state.macs += self.layers[last].input_gradient(&here[0], prev.as_input(), &mut delta);
+            prev.delta = delta;
+        }
+    }
+
+    /// Training with [`split`](Self::split) passes whose output layer's pre-activations
+    /// `logits` were computed for the batch at once (`SparseLayer::batch_logits`): the
+    /// sample's activations, shortlist and loss, its gradient on the pre-activations left
+    /// in the output layer's trace for the batch's product of input gradients.
+    pub(super) fn run_output_loss(&self, sample: usize, logits: &[f32], state: &mut SampleState) {
+        let started = Instant::now();
+        let last = self.layers.len() - 1;
+        let (below, here) = state.traces.split_at_mut(last);
+        let x = layer_input(below, last, state.input.get(self.data, sample));
+        state.macs += self.layers[last].forward_from_logits(logits, x, &mut here[0]);
+        state.times.forward += started.elapsed();
+        self.fill_shortlist(sample, state);
+        let started = Instant::now();
+        self.output_loss(sample, state.traces[last].softmax, state);
+        state.times.backward += started.elapsed();
+    }
+
+    /// The sample's loss on this rank's outputs, once `normaliser` is known, and the
+    /// gradient on their pre-activations in the output layer's trace.
+    fn output_loss(&self, sample: usize, normaliser: (f32, f32), state: &mut SampleState) {
         let last = self.layers.len() - 1;
         let SampleState {
             traces,
             labels,
             loss,
-            macs,
             ..
         } = state;
         let output = &mut traces[last];
@@ -120,14 +157,6 @@ impl Pass<'_> {
         }
         let losses = (activation, self.layers[last].softmax_loss);
         *loss = output_loss(losses, output, labels, self.data.labels(sample).len());
-        if last > 0 {
-            let (below, here) = traces.split_at_mut(last);
-            let prev = &mut below[last - 1];
-            let mut delta = std::mem::take(&mut prev.delta);
-            *macs += self.layers[last].input_gradient(&here[0], prev.as_input(), &mut delta);
-            prev.delta = delta;
-        }
-        state.times.backward += started.elapsed();
     }
 
     /// With a head that learns, the outputs the heads learn on for a training sample: the

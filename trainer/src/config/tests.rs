@@ -225,7 +225,7 @@ fn warm_up_negatives_reach_the_core() {
     #[cfg(feature = "ablations")]
     {
         let uniform = ["network.layers.1.lsh.picks=\"uniform\"".into()];
-        assert_eq!(warm(&uniform, 20_000), (256, 128, 78));
+        assert_eq!(warm(&uniform, 20_000), (128, 128, 78));
     }
     let in_steps = ["network.layers.1.lsh.warmup.length={ steps = 100 }".into()];
     assert_eq!(warm(&in_steps, 20_000), (0, 128, 100));
@@ -482,7 +482,7 @@ fn train_keys_reach_the_core_types() {
 fn layers_are_the_cores_types() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/amazon670k-synthetic.toml");
     let tuned = load(&path, &[]).unwrap().network.layers[1].lsh.unwrap();
-    let expected = slide::lsh::tune_for_budget(670_091, 256, 3).unwrap();
+    let expected = slide::lsh::tune_for_budget(670_091, 128, 3).unwrap();
     assert_eq!(
         (tuned.retrieval.params, tuned.retrieval.bucket_capacity),
         (expected.params, expected.bucket_capacity)

@@ -14,6 +14,10 @@ use crate::kernels::kernels;
 /// layer is small (deb-tags' 591 x 512 output layer: 0.3 M).
 const MAX_WEIGHTS: usize = 1 << 22;
 
+/// The most values (samples times outputs) of a batch's pre-activations: beyond, the batch
+/// runs a sample at a time rather than hold two such matrices (32 MiB each at the bound).
+const MAX_OUTPUTS: usize = 1 << 23;
+
 /// Samples per product: a fixed split, so that every value is the same whatever the number
 /// of threads; large enough that the weights, packed anew by each product, cost little.
 const SAMPLES: usize = 128;
@@ -46,12 +50,14 @@ impl BatchLogits {
 }
 
 impl SparseLayer {
-    /// Whether a training batch computes this layer's pre-activations in one product
-    /// ([`Self::batch_logits`]): a neuron-major layer whose every output is active for
-    /// every sample, of at most [`MAX_WEIGHTS`] weights.
-    pub(crate) fn batches_logits(&self) -> bool {
+    /// Whether a training batch of `samples` computes this layer's pre-activations in one
+    /// product ([`Self::batch_logits`]): a neuron-major layer whose every output is active
+    /// for every sample, of at most [`MAX_WEIGHTS`] weights and [`MAX_OUTPUTS`] values a
+    /// batch (which depends on the batch, never on the threads).
+    pub(crate) fn batches_logits(&self, samples: usize) -> bool {
         self.layout == WeightLayout::NeuronMajor
             && self.out_dim * self.in_dim <= MAX_WEIGHTS
+            && samples * self.out_dim <= MAX_OUTPUTS
             && (self.lsh.is_none() || self.every_output_active())
     }
 
@@ -156,5 +162,30 @@ impl SparseLayer {
         trace.out.extend_from_slice(logits);
         self.activate(trace);
         (self.out_dim * input.nnz()) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layer::{Activation, LayerConfig, WeightLayout};
+
+    /// A dense neuron-major layer batches up to the bounds on its weights and on a batch's
+    /// pre-activations; an input-major one never does.
+    #[test]
+    fn batches_within_the_bounds_only() {
+        let layer = |in_dim: usize, out_dim: usize, layout: WeightLayout| {
+            let config = LayerConfig {
+                layout,
+                ..LayerConfig::new(out_dim, Activation::Softmax)
+            };
+            SparseLayer::new(in_dim, &config, 1).unwrap()
+        };
+        let small = layer(64, 1024, WeightLayout::NeuronMajor);
+        assert!(small.batches_logits(512));
+        assert!(small.batches_logits(MAX_OUTPUTS / 1024));
+        assert!(!small.batches_logits(MAX_OUTPUTS / 1024 + 1));
+        assert!(!layer(64, 1024, WeightLayout::InputMajor).batches_logits(512));
+        assert!(!layer(MAX_WEIGHTS / 1024 + 1, 1024, WeightLayout::NeuronMajor).batches_logits(1));
     }
 }

@@ -171,7 +171,7 @@ impl Network {
         // Batched where every sample computes every output from a dense input (a sparse
         // one, such as a sampled hidden layer's, is cheaper a sample at a time).
         let batched = last > 0
-            && layer.batches_logits()
+            && layer.batches_logits(batch.len())
             && states
                 .iter()
                 .all(|s| s.traces[last].dense && s.traces[last - 1].dense);

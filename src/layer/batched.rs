@@ -29,8 +29,10 @@ pub(crate) struct BatchLogits {
     x: Vec<f32>,
     w: Vec<f32>,
     z: Vec<f32>,
-    /// The weights transposed, the gradients on the pre-activations, and on the inputs.
+    /// The weights transposed (and the ids of their rows, `0..rows`), the gradients on the
+    /// pre-activations, and on the inputs.
     wt: Vec<f32>,
+    ids: Vec<u32>,
     d: Vec<f32>,
     g: Vec<f32>,
     rows: usize,
@@ -121,17 +123,18 @@ impl SparseLayer {
     ) {
         let (dim, rows) = (self.in_dim, self.out_dim);
         let n = buffers.z.len() / rows.max(1);
-        let BatchLogits { w, wt, d, g, .. } = buffers;
+        let BatchLogits {
+            w, wt, ids, d, g, ..
+        } = buffers;
         let (weights, stride) = self.f32_rows().unwrap_or((&w[..], dim));
         // The weights transposed: one row an input, one value an output.
+        if ids.len() != rows {
+            ids.clear();
+            ids.extend(0..rows as u32);
+        }
         wt.resize(dim * rows, 0.0);
-        wt.par_chunks_mut(rows.max(1))
-            .enumerate()
-            .for_each(|(k, column)| {
-                for (j, v) in column.iter_mut().enumerate() {
-                    *v = weights[j * stride + k];
-                }
-            });
+        let row = |j: u32| &weights[j as usize * stride..][..dim];
+        super::lsh::transpose_rows(ids, row, dim, wt);
         let min_gradient = self.min_gradient();
         d.resize(n * rows, 0.0);
         d.par_chunks_mut(rows.max(1))

@@ -225,7 +225,7 @@ impl SparseLayer {
 /// inputs, each a contiguous part of `cols` (the copy follows every training step, and
 /// serially it took 3.9 ms of a 2-thread step at the Amazon-670K shape, and held 15 idle
 /// threads of 16 for as long).
-fn transpose_rows<'a, T: Copy + Send + Sync + 'a>(
+pub(super) fn transpose_rows<'a, T: Copy + Send + Sync + 'a>(
     ids: &[u32],
     row: impl Fn(u32) -> &'a [T] + Sync,
     in_dim: usize,

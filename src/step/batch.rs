@@ -195,7 +195,7 @@ impl Network {
             .par_iter_mut()
             .zip(batch)
             .zip(logits.rows())
-            .for_each(|((state, &sample), z)| pass.run_output_loss(sample, z, state));
+            .for_each(|((state, &sample), z)| pass.run_output_loss(sample, Some(z), state));
         // The gradient on the input as one product too.
         let started = Instant::now();
         let shared: &[_] = states;

@@ -81,14 +81,10 @@ impl Pass<'_> {
     /// shortlist, the loss and the backward pass, on one thread while its active rows are
     /// in cache.
     pub(super) fn run_output_rest(&self, sample: usize, state: &mut SampleState) {
+        self.run_output_loss(sample, None, state);
         let started = Instant::now();
-        let last = self.layers.len() - 1;
-        let (below, here) = state.traces.split_at_mut(last);
-        let x = layer_input(below, last, state.input.get(self.data, sample));
-        state.macs += self.layers[last].forward_active(x, &mut here[0]);
-        state.times.forward += started.elapsed();
-        self.fill_shortlist(sample, state);
-        self.run_output_backward(sample, state.traces[last].softmax, state);
+        self.output_input_gradient(state);
+        state.times.backward += started.elapsed();
         self.run_hidden_backward(state);
     }
 
@@ -120,16 +116,28 @@ impl Pass<'_> {
         }
     }
 
-    /// Training with [`split`](Self::split) passes whose output layer's pre-activations
-    /// `logits` were computed for the batch at once (`SparseLayer::batch_logits`): the
-    /// sample's activations, shortlist and loss, its gradient on the pre-activations left
-    /// in the output layer's trace for the batch's product of input gradients.
-    pub(super) fn run_output_loss(&self, sample: usize, logits: &[f32], state: &mut SampleState) {
+    /// Training with [`split`](Self::split) passes, once the sample's forward pass has
+    /// selected the output layer's active outputs: their activations (from `logits`, the
+    /// pre-activations computed for the batch at once by `SparseLayer::batch_logits`, if
+    /// given), the sample's shortlist and loss, its gradient on the pre-activations left in
+    /// the output layer's trace.
+    pub(super) fn run_output_loss(
+        &self,
+        sample: usize,
+        logits: Option<&[f32]>,
+        state: &mut SampleState,
+    ) {
         let started = Instant::now();
         let last = self.layers.len() - 1;
         let (below, here) = state.traces.split_at_mut(last);
-        let x = layer_input(below, last, state.input.get(self.data, sample));
-        state.macs += self.layers[last].forward_from_logits(logits, x, &mut here[0]);
+        let (layer, x) = (
+            &self.layers[last],
+            layer_input(below, last, state.input.get(self.data, sample)),
+        );
+        state.macs += match logits {
+            Some(z) => layer.forward_from_logits(z, x, &mut here[0]),
+            None => layer.forward_active(x, &mut here[0]),
+        };
         state.times.forward += started.elapsed();
         self.fill_shortlist(sample, state);
         let started = Instant::now();

@@ -23,6 +23,7 @@ use crate::layer::{StateSource, StateTensor};
 mod interface;
 #[cfg(feature = "label-linear-head")]
 pub mod label_linear;
+pub mod propensity;
 pub mod rare_labels;
 mod registry;
 mod state;

@@ -10,7 +10,7 @@ use slide_lsh::Vector;
 use super::interface::{Head, HeadSettings, HeadShape, MAX_SHORTLIST};
 use crate::data::Examples;
 use crate::error::{Result, SlideError, config_error};
-use crate::layer::{Elem, StateSource, StateTensor};
+use crate::layer::{StateSource, StateTensor};
 
 mod index;
 pub use index::RareIndex;
@@ -110,6 +110,12 @@ impl RareLabels {
     pub fn index(&self) -> Option<&RareIndex> {
         self.index.as_ref()
     }
+
+    /// The index's two tensors, once it is built.
+    fn parts(&self) -> Option<[(&'static str, &[u32]); 2]> {
+        let index = self.index.as_ref()?;
+        Some([(STARTS, index.starts()), (ENTRIES, index.entries())])
+    }
 }
 
 impl Head for RareLabels {
@@ -142,17 +148,7 @@ impl Head for RareLabels {
     }
 
     fn state_tensors(&self) -> Vec<StateTensor> {
-        let Some(index) = &self.index else {
-            return Vec::new();
-        };
-        [(STARTS, index.starts()), (ENTRIES, index.entries())]
-            .into_iter()
-            .map(|(name, values)| StateTensor {
-                name: name.to_string(),
-                elem: Elem::U32,
-                shape: vec![values.len()],
-            })
-            .collect()
+        super::state::u32_tensors(self.parts())
     }
 
     fn write_state_tensor<E: From<SlideError>>(
@@ -160,15 +156,7 @@ impl Head for RareLabels {
         name: &str,
         sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let values = match (name, &self.index) {
-            (STARTS, Some(index)) => index.starts(),
-            (ENTRIES, Some(index)) => index.entries(),
-            _ => {
-                let reason = format!("has no tensor `{name}`");
-                return Err(config_error("rare-labels head", reason).into());
-            }
-        };
-        crate::layer::write_rows(std::iter::once(values), u32::to_le_bytes, sink)
+        super::state::write_u32_tensor("rare-labels head", self.parts(), name, sink)
     }
 
     /// Reads the index where the state has one, refusing one that names a label beyond the
@@ -181,23 +169,12 @@ impl Head for RareLabels {
         source: &mut S,
     ) -> std::result::Result<(), S::Error> {
         let fail = |reason: String| S::Error::from(config_error("network state", reason));
-        let (Some((Elem::U32, starts)), Some((Elem::U32, entries))) =
-            (source.tensor(STARTS), source.tensor(ENTRIES))
+        let names = [STARTS, ENTRIES];
+        let Some([starts, entries]) =
+            super::state::read_u32_tensors(source, step, "rare-labels", names)?
         else {
-            if step > 0 {
-                return Err(fail(format!(
-                    "needs the rare-labels head's {STARTS} and {ENTRIES} (u32): it was saved \
-                     without that head; remove the rare-labels head to read it"
-                )));
-            }
             return Ok(());
         };
-        let (mut starts, mut entries) = (
-            vec![0u32; starts.iter().product()],
-            vec![0u32; entries.iter().product()],
-        );
-        crate::layer::read_u32s(source, STARTS, &mut starts)?;
-        crate::layer::read_u32s(source, ENTRIES, &mut entries)?;
         let index = RareIndex::from_parts(starts, entries)
             .ok_or_else(|| fail(format!("{STARTS} does not index {ENTRIES}")))?;
         if index.label_bound() > outputs {

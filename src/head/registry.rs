@@ -153,4 +153,5 @@ registry! {
     #[cfg(feature = "label-linear-head")]
     LabelLinear(super::label_linear::LabelLinearConfig, super::label_linear::LabelLinearHead) = "label-linear";
     RareLabels(super::rare_labels::RareLabelsConfig, super::rare_labels::RareLabels) = "rare-labels";
+    Propensity(super::propensity::PropensityConfig, super::propensity::PropensityHead) = "propensity";
 }

@@ -100,7 +100,7 @@ pub struct NetworkSection {
     #[serde(deserialize_with = "layers_in_place")]
     pub layers: Vec<LayerConfig>,
     /// `[[network.heads]]`: the core's [`slide::HeadConfig`]s, parts of the model that score
-    /// outputs beside the last layer (`kind = "label-linear"`, `"rare-labels"`, with their
+    /// outputs beside the last layer (`kind = "label-linear"`, `"rare-labels"`, `"propensity"`, with their
     /// own keys); absent: none.
     #[serde(default)]
     pub heads: Vec<slide::HeadConfig>,

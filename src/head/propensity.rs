@@ -9,7 +9,7 @@
 
 use slide_lsh::Vector;
 
-use super::interface::{Head, HeadSettings, HeadShape};
+use super::interface::{Head, HeadSettings, HeadShape, MAX_SHORTLIST};
 use crate::data::Examples;
 use crate::error::{Result, SlideError, config_error};
 use crate::layer::{StateSource, StateTensor};
@@ -36,11 +36,18 @@ pub struct PropensityConfig {
     /// `weight * ln(1 / p_l)` (default 0.5), finite and at least 0 (0: no change; 1: the
     /// ranking PSP@k asks for, were scores log-probabilities).
     pub weight: f32,
+    /// How many of a sample's best outputs (by the network's logit) prediction re-ranks at
+    /// least (default 16), between 1 and [`MAX_SHORTLIST`]: a rare label further down cannot
+    /// rise into the top. With other heads the shortlist is the most any head asks for.
+    pub shortlist: usize,
 }
 
 impl Default for PropensityConfig {
     fn default() -> Self {
-        PropensityConfig { weight: 0.5 }
+        PropensityConfig {
+            weight: 0.5,
+            shortlist: 16,
+        }
     }
 }
 
@@ -52,6 +59,15 @@ impl HeadSettings for PropensityConfig {
             return Err(config_error(
                 "heads.propensity.weight",
                 format!("must be a finite number of at least 0, got {}", self.weight),
+            ));
+        }
+        if !(1..=MAX_SHORTLIST).contains(&self.shortlist) {
+            return Err(config_error(
+                "heads.propensity.shortlist",
+                format!(
+                    "must be between 1 and {MAX_SHORTLIST}, got {}",
+                    self.shortlist
+                ),
             ));
         }
         Ok(())
@@ -163,6 +179,10 @@ impl Head for PropensityHead {
         let samples = u32::try_from(train.len()).unwrap_or(u32::MAX);
         // The model's constants are valid and the set is not empty: this cannot fail.
         self.prior = Prior::new(counts, samples).ok();
+    }
+
+    fn shortlist(&self) -> usize {
+        self.config.shortlist
     }
 
     fn rescore(&self, _input: Vector<'_>, candidates: &mut [(f32, u32)]) {

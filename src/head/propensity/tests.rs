@@ -50,7 +50,10 @@ fn the_prior_lifts_rare_labels_by_its_weight() {
     let best = [(5.0, 1), (4.9, 2), (4.8, 7)];
     let gap = |weight: f32| {
         let mut heads = Heads::new(
-            &[HeadConfig::Propensity(PropensityConfig { weight })],
+            &[HeadConfig::Propensity(PropensityConfig {
+                weight,
+                ..Default::default()
+            })],
             SHAPE,
         )
         .unwrap();
@@ -58,6 +61,12 @@ fn the_prior_lifts_rare_labels_by_its_weight() {
         heads.rerank(x, &best)
     };
     assert_eq!(gap(0.0), best);
+    // Alone, the head asks prediction for its shortlist of the network's best.
+    let alone = Heads::new(
+        &[HeadConfig::Propensity(PropensityConfig::default())],
+        SHAPE,
+    );
+    assert_eq!(alone.unwrap().shortlist(), 16);
     let head = {
         let mut h = PropensityConfig::default().build(SHAPE).unwrap();
         h.prepare(&data());
@@ -120,12 +129,31 @@ fn the_counts_round_trip_through_the_state_protocol() {
     assert!(err.to_string().contains("are not counts"), "{err}");
 }
 
-/// The weight must be finite and at least 0.
+/// The weight must be finite and at least 0, the shortlist within 1..=64.
 #[test]
 fn the_weight_is_checked() {
     for weight in [-0.1, f32::NAN, f32::INFINITY] {
-        let err = PropensityConfig { weight }.validate().unwrap_err();
+        let config = PropensityConfig {
+            weight,
+            ..Default::default()
+        };
+        let err = config.validate().unwrap_err();
         assert!(err.to_string().contains("heads.propensity.weight"), "{err}");
     }
-    assert!(PropensityConfig { weight: 0.0 }.validate().is_ok());
+    for shortlist in [0, MAX_SHORTLIST + 1] {
+        let config = PropensityConfig {
+            shortlist,
+            ..Default::default()
+        };
+        let err = config.validate().unwrap_err();
+        assert!(
+            err.to_string().contains("heads.propensity.shortlist"),
+            "{err}"
+        );
+    }
+    let zero = PropensityConfig {
+        weight: 0.0,
+        ..Default::default()
+    };
+    assert!(zero.validate().is_ok());
 }

@@ -112,7 +112,9 @@ impl Prior {
         let wide: Vec<u64> = counts.iter().map(|&c| u64::from(c)).collect();
         let p = Propensities::from_counts(&wide, samples as usize, PropensityModel::default())?;
         let log_inverse = (0..counts.len())
-            .map(|l| p.inverse(l as u32).ln() as f32)
+            // Below e samples the model's constant turns negative and so would the log: a
+            // set that small has no tail to lift.
+            .map(|l| p.inverse(l as u32).max(1.0).ln() as f32)
             .collect();
         Ok(Prior {
             counts,

@@ -39,6 +39,20 @@ fn the_prior_is_the_log_inverse_propensity() {
     assert_eq!(head.log_inverse(10), None);
 }
 
+/// Under e training samples Jain et al.'s constant is negative: the prior is 0, not the log
+/// of a number below 1 (or NaN).
+#[test]
+fn a_tiny_training_set_lifts_nothing() {
+    let mut data = crate::SparseExamples::new();
+    data.push(&[0], &[1.0], &[1]);
+    data.push(&[1], &[1.0], &[2]);
+    let mut head = PropensityConfig::default().build(SHAPE).unwrap();
+    head.prepare(&data);
+    for label in 0..10 {
+        assert_eq!(head.log_inverse(label), Some(0.0), "label {label}");
+    }
+}
+
 /// Re-ranking adds `weight` times the prior to each candidate's score: labels a tenth of a
 /// logit behind commoner ones pass them at weight 2; weight 0 changes nothing.
 #[test]

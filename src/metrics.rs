@@ -112,6 +112,12 @@ impl Propensities {
         labels: usize,
         model: PropensityModel,
     ) -> Result<Self> {
+        Self::from_counts(&Self::label_counts(train, labels), train.len(), model)
+    }
+
+    /// How many samples of `train` carry each of `labels` labels (ids at or above `labels`
+    /// are not counted): the counts the propensities come from.
+    pub fn label_counts(train: &dyn Examples, labels: usize) -> Vec<u64> {
         let mut counts = vec![0u64; labels];
         for i in 0..train.len() {
             for &l in train.labels(i) {
@@ -120,7 +126,7 @@ impl Propensities {
                 }
             }
         }
-        Self::from_counts(&counts, train.len(), model)
+        counts
     }
 
     /// Label `label`'s inverse propensity (a label the training set never counted weighs as

@@ -101,7 +101,8 @@ impl HeadSettings for PropensityConfig {
 #[derive(Debug, Clone, PartialEq)]
 struct Prior {
     counts: Vec<u32>,
-    samples: u32,
+    /// The training samples, as the state's one-value tensor holds them.
+    samples: [u32; 1],
     /// `ln(1 / p_l)` per label.
     log_inverse: Vec<f32>,
 }
@@ -118,18 +119,9 @@ impl Prior {
             .collect();
         Ok(Prior {
             counts,
-            samples,
+            samples: [samples],
             log_inverse,
         })
-    }
-}
-
-/// The counts and the sample count, as the state's tensors hold them.
-struct Parts<'a>(&'a [u32], [u32; 1]);
-
-impl Parts<'_> {
-    fn named(&self) -> [(&'static str, &[u32]); 2] {
-        [(COUNTS, self.0), (SAMPLES, &self.1)]
     }
 }
 
@@ -149,8 +141,9 @@ impl PropensityHead {
     }
 
     /// The state's two tensors, once the counts are known.
-    fn parts(&self) -> Option<Parts<'_>> {
-        self.prior.as_ref().map(|p| Parts(&p.counts, [p.samples]))
+    fn parts(&self) -> Option<[(&'static str, &[u32]); 2]> {
+        let prior = self.prior.as_ref()?;
+        Some([(COUNTS, &prior.counts), (SAMPLES, &prior.samples)])
     }
 
     /// `ln(1 / p_l)` of label `label`, once the counts are known (a label beyond them, or
@@ -170,14 +163,10 @@ impl Head for PropensityHead {
         if self.prior.is_some() || train.is_empty() {
             return;
         }
-        let mut counts = vec![0u32; self.outputs];
-        for i in 0..train.len() {
-            for &l in train.labels(i) {
-                if let Some(c) = counts.get_mut(l as usize) {
-                    *c = c.saturating_add(1);
-                }
-            }
-        }
+        let counts = Propensities::label_counts(train, self.outputs)
+            .into_iter()
+            .map(|c| u32::try_from(c).unwrap_or(u32::MAX))
+            .collect();
         let samples = u32::try_from(train.len()).unwrap_or(u32::MAX);
         // The model's constants are valid and the set is not empty: this cannot fail.
         self.prior = Prior::new(counts, samples).ok();
@@ -208,7 +197,7 @@ impl Head for PropensityHead {
     }
 
     fn state_tensors(&self) -> Vec<StateTensor> {
-        super::state::u32_tensors(self.parts().as_ref().map(Parts::named))
+        super::state::u32_tensors(self.parts())
     }
 
     fn write_state_tensor<E: From<SlideError>>(
@@ -216,9 +205,7 @@ impl Head for PropensityHead {
         name: &str,
         sink: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let parts = self.parts();
-        let named = parts.as_ref().map(Parts::named);
-        super::state::write_u32_tensor("propensity head", named, name, sink)
+        super::state::write_u32_tensor("propensity head", self.parts(), name, sink)
     }
 
     /// Reads the counts where the state has them, refusing counts of another label count

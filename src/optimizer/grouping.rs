@@ -9,6 +9,9 @@ use slide_lsh::Vector;
 use crate::kernels::kernels;
 use crate::layer::{LayerBatch, SparseLayer, WeightLayout};
 
+use super::dense::DenseGradient;
+use super::radix::sort_by_row;
+
 /// One sample's share of one stored row's gradient: `(row, sample)` orders the sum, and
 /// `value` is the sample's scalar (its delta for a neuron-major row, its input value for an
 /// input-major row), copied while the sample's trace is read in order, so that the update
@@ -40,6 +43,8 @@ pub struct UpdateScratch {
     group_starts: Vec<u32>,
     pub(super) bias_gradient: Vec<f32>,
     pub(super) gradient_rows: Vec<GradientRow>,
+    /// The touched rows' gradients when computed as one matrix product.
+    pub(super) dense: DenseGradient,
 }
 
 impl UpdateScratch {
@@ -121,7 +126,7 @@ impl UpdateScratch {
             }
         }
         // Listed in sample order, so a stable sort by row orders them by (row, sample).
-        sort_by_row(contributions, &mut self.spare);
+        sort_by_row(contributions, &mut self.spare, |c| c.row);
         self.touched.clear();
         self.group_starts.clear();
         for (k, c) in contributions.iter().enumerate() {
@@ -131,6 +136,44 @@ impl UpdateScratch {
             }
         }
         self.group_starts.push(contributions.len() as u32);
+    }
+
+    /// The gradient of touched row `k` (`row_len` values): the product's row if
+    /// [`dense_gradient`](Self::dense_gradient) computed one, else the sum of the row's
+    /// contributions ([`accumulate_row`]) in `g`.
+    pub(super) fn row_gradient<'g, B: LayerBatch + ?Sized>(
+        &'g self,
+        (layout, row_len): (WeightLayout, usize),
+        batch: &B,
+        k: usize,
+        scale: f32,
+        g: &'g mut Vec<f32>,
+    ) -> &'g [f32] {
+        if let Some(row) = self.dense.row(k, row_len) {
+            return row;
+        }
+        g.resize(row_len, 0.0);
+        accumulate_row(layout, batch, self.group(k), scale, g);
+        g
+    }
+
+    /// After [`group_rows`](Self::group_rows), the touched rows' gradients as one matrix
+    /// product where [`DenseGradient::compute`] finds it pays.
+    pub(super) fn dense_gradient<B: LayerBatch + ?Sized>(
+        &mut self,
+        layer: &SparseLayer,
+        batch: &B,
+        scale: f32,
+    ) {
+        let (rows, contributions) = (self.touched.len(), self.contributions.len());
+        let (listed, starts) = (&self.contributions, &self.group_starts);
+        let deltas = |k: usize, row: &mut [f32]| {
+            for c in &listed[starts[k] as usize..starts[k + 1] as usize] {
+                row[c.sample as usize] = scale * c.value;
+            }
+        };
+        self.dense
+            .compute(layer, batch, (rows, contributions), deltas);
     }
 
     /// One gradient row per thread, with room for `row_len` floats.
@@ -148,45 +191,6 @@ impl UpdateScratch {
                 *row = Vec::with_capacity(row_len + 32);
             }
         }
-    }
-}
-
-/// Bits of the row sorted per pass of [`sort_by_row`].
-const RADIX_BITS: u32 = 11;
-
-/// Sorts `items` by row, keeping the order of items with equal rows: a least-significant-
-/// digit radix sort, 11 bits of the row per pass (two passes for up to 4,194,304 rows),
-/// with `spare` as the second buffer. At the Amazon-670K shape (about 164,000
-/// contributions a step) it took a third of the time of rayon's parallel sort on two
-/// threads, leaving the other thread nothing to wait for but a histogram.
-fn sort_by_row(items: &mut Vec<Contribution>, spare: &mut Vec<Contribution>) {
-    let Some(max_row) = items.iter().map(|c| c.row).max() else {
-        return;
-    };
-    let passes = (u32::BITS - max_row.leading_zeros()).div_ceil(RADIX_BITS);
-    let mask = (1u32 << RADIX_BITS) - 1;
-    let mut starts = [0usize; 1 << RADIX_BITS];
-    for pass in 0..passes {
-        let shift = pass * RADIX_BITS;
-        starts.fill(0);
-        for c in items.iter() {
-            starts[((c.row >> shift) & mask) as usize] += 1;
-        }
-        if starts.contains(&items.len()) {
-            continue; // every item has the same digit: the pass would not move any
-        }
-        let mut next = 0;
-        for start in starts.iter_mut() {
-            (*start, next) = (next, next + *start);
-        }
-        spare.clear();
-        spare.resize(items.len(), Contribution::default());
-        for c in items.iter() {
-            let digit = ((c.row >> shift) & mask) as usize;
-            spare[starts[digit]] = *c;
-            starts[digit] += 1;
-        }
-        std::mem::swap(items, spare);
     }
 }
 
@@ -314,32 +318,6 @@ pub(super) mod tests {
             shape,
             ..LayerTrace::default()
         }
-    }
-
-    /// The radix sort orders by row and keeps the listed order of equal rows, like a
-    /// stable sort, for rows needing one, two and three 11-bit passes.
-    #[test]
-    fn radix_sort_by_row_is_a_stable_sort() {
-        use rand::{RngExt, SeedableRng};
-        let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(3);
-        for max_row in [1u32, 2_000, 670_091, u32::MAX] {
-            let items: Vec<Contribution> = (0..5_000)
-                .map(|i| Contribution {
-                    row: rng.random_range(0..=max_row),
-                    sample: i,
-                    value: i as f32,
-                })
-                .collect();
-            let mut expected = items.clone();
-            expected.sort_by_key(|c| c.row);
-            let (mut sorted, mut spare) = (items, Vec::new());
-            sort_by_row(&mut sorted, &mut spare);
-            let key = |v: &[Contribution]| v.iter().map(|c| (c.row, c.sample)).collect::<Vec<_>>();
-            assert_eq!(key(&sorted), key(&expected), "rows up to {max_row}");
-        }
-        let (mut empty, mut spare) = (Vec::new(), Vec::new());
-        sort_by_row(&mut empty, &mut spare);
-        assert!(empty.is_empty());
     }
 
     /// Neuron-major rows are the active neurons: grouped by row, samples in order within a

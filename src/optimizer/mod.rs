@@ -3,12 +3,14 @@
 //! result does not depend on the thread count). Rows nobody touched are not read.
 
 mod adam;
+mod dense;
 mod grouping;
+mod radix;
 mod schedule;
 
 pub use adam::{Adam, AdamConfig, BiasCorrection};
 pub use grouping::UpdateScratch;
-use grouping::{accumulate_row, bias_gradients};
+use grouping::bias_gradients;
 pub use schedule::{Decay, LrSchedule};
 
 use crate::error::{Result, config_error};
@@ -109,6 +111,7 @@ impl SparseLayer {
         scratch: &mut UpdateScratch,
     ) -> UpdateCounts {
         scratch.group_rows(self, batch);
+        scratch.dense_gradient(self, batch, scale);
         let (layout, row_len, stride) = (self.layout, self.row_len(), self.stride);
         scratch.size_rows(row_len);
         let (weights, moments, per_row) = (
@@ -146,8 +149,7 @@ impl SparseLayer {
                     .unwrap_or_else(|e| e.into_inner())
             },
             |g, k, mut row| {
-                g.resize(row_len, 0.0);
-                accumulate_row(layout, batch, shared.group(k), scale, g);
+                let g = shared.row_gradient((layout, row_len), batch, k, scale, g);
                 *row.steps += 1;
                 let step = adam.step(*row.steps).scaled(lr_scale);
                 // Rounding bits of this row's update (BF16 only): the row, the optimizer's
@@ -228,10 +230,18 @@ impl SparseLayer {
         scratch: &mut UpdateScratch,
     ) -> LayerGradients {
         scratch.group_rows(self, batch);
+        scratch.dense_gradient(self, batch, scale);
         let row_len = self.row_len();
         let mut weights = vec![0.0f32; scratch.touched.len() * row_len];
-        for (k, g) in weights.chunks_exact_mut(row_len).enumerate() {
-            accumulate_row(self.layout, batch, scratch.group(k), scale, g);
+        let mut g = Vec::new();
+        for (k, out) in weights.chunks_exact_mut(row_len).enumerate() {
+            out.copy_from_slice(scratch.row_gradient(
+                (self.layout, row_len),
+                batch,
+                k,
+                scale,
+                &mut g,
+            ));
         }
         bias_gradients(self, batch, scale, scratch);
         let bias = match self.layout {

@@ -50,9 +50,9 @@ impl DenseGradient {
     /// `layer` is neuron-major, every input of `batch` is dense and the batch's
     /// `contributions` fill at least [`DENSE_GRADIENT_SHARE`] of the grid; otherwise
     /// leaves [`row`](Self::row) empty. `deltas(k, row)` writes touched row `k`'s scaled
-    /// deltas by sample into `row` (zeros where no sample contributed). Each row's sum runs over the samples in order, as the
-    /// row-by-row sums do, but in the kernel's blocks of samples, so the two agree to
-    /// rounding, not bit for bit.
+    /// deltas by sample into `row` (zeros where no sample contributed). Each row's sum runs
+    /// over the samples in order, as the row-by-row sums do, but in the kernel's blocks of
+    /// samples, so the two agree to rounding, not bit for bit.
     pub(super) fn compute<B: LayerBatch + ?Sized>(
         &mut self,
         layer: &SparseLayer,
@@ -64,7 +64,7 @@ impl DenseGradient {
         let (n, row_len) = (batch.samples(), layer.row_len());
         let dense_input = |s| matches!(batch.input(s), Vector::Dense(x) if x.len() == row_len);
         if layer.layout != WeightLayout::NeuronMajor
-            || rows == 0
+            || rows * n * row_len == 0
             || (contributions as f64) < DENSE_GRADIENT_SHARE * (rows * n) as f64
             || !(0..n).all(dense_input)
         {

@@ -1533,6 +1533,53 @@ fn best_of(layer: &slide::SparseLayer, ids: &[u32], input: &[f32], count: usize)
     ids
 }
 
+/// A network re-ranks its output layer's shared negatives after every step between
+/// refreshes by default, and only every `shared_rescore` steps when set: with refreshes
+/// every 4 steps and re-rankings every 3, the pool (chosen first at step 4) stays as it
+/// was after steps 5, 7, 10 and 11, where every step's re-ranking moves it at some of them.
+#[test]
+fn shared_rescore_spaces_the_re_rankings() {
+    let data = sparse_data(256, 60, 40, 21);
+    let pools = |rescore: u64| {
+        let mut config = resumable_config(22);
+        config.rebuild = RebuildSchedule::Exponential {
+            first: 1000,
+            growth: 1.5,
+        };
+        if let Some(lsh) = &mut config.layers[1].lsh {
+            lsh.negatives.shared_refresh = 4;
+            lsh.negatives.shared_rescore = rescore;
+        }
+        let mut net = Network::new(config).unwrap();
+        let mut ws = slide::Workspace::new();
+        let mut after = vec![net.export_state().layers[1].shared.clone()];
+        for step in 0..12 {
+            let batch: Vec<usize> = (0..16).map(|i| (step * 16 + i) % data.len()).collect();
+            net.train_step(&mut ws, &data, &batch).unwrap();
+            after.push(net.export_state().layers[1].shared.clone());
+        }
+        after
+    };
+    let quiet = [5, 7, 10, 11];
+    let spaced = pools(3);
+    assert!(
+        spaced[3].is_empty() && !spaced[4].is_empty(),
+        "the first refresh at step 4"
+    );
+    for step in quiet {
+        assert_eq!(spaced[step], spaced[step - 1], "step {step}");
+    }
+    assert!(
+        spaced[4] != spaced[3] || spaced[6] != spaced[5],
+        "refreshes and re-rankings still run"
+    );
+    let every = pools(1);
+    assert!(
+        quiet.iter().any(|&step| every[step] != every[step - 1]),
+        "re-ranking after every step moves the pool"
+    );
+}
+
 /// Between full refreshes the shared negatives are re-ranked among themselves and the
 /// candidates only: a candidate that now scores high joins them (listed twice, once), a
 /// high-scoring neuron that is not a candidate does not, and the result is the best of the

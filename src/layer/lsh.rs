@@ -216,6 +216,14 @@ impl SparseLayer {
             .as_ref()
             .is_some_and(|l| step.is_multiple_of(l.config.negatives.shared_refresh))
     }
+
+    /// Whether the shared negatives are due for a re-ranking after `step` training steps
+    /// (see [`Negatives::shared_rescore`](crate::Negatives::shared_rescore)).
+    pub(crate) fn rescore_due(&self, step: u64) -> bool {
+        self.lsh
+            .as_ref()
+            .is_some_and(|l| step.is_multiple_of(l.config.negatives.shared_rescore))
+    }
 }
 
 /// Writes the rows of `ids` (each `in_dim` long, from `row`) input by input into `cols`:

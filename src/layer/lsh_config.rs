@@ -17,7 +17,7 @@ use super::retrieval::RetrievalSpec;
 use super::warmup::{Warmup, WarmupLength};
 use crate::error::Result;
 
-pub use super::negatives::DEFAULT_SHARED_REFRESH;
+pub use super::negatives::{DEFAULT_SHARED_REFRESH, DEFAULT_SHARED_RESCORE};
 
 /// LSH sampling settings of a layer: its [`Retrieval`], its [`Negatives`], its [`Picks`]
 /// and its [`Warmup`], each a concept with its own defaults and checks.
@@ -76,11 +76,12 @@ impl Default for LshConfig {
 impl LshConfig {
     /// The settings' names in [`describe`](Self::describe) that only shape training: the
     /// [architecture hash](crate::NetworkConfig::architecture_hash) leaves them out.
-    pub(crate) const TRAINING_ONLY: [&str; 8] = [
+    pub(crate) const TRAINING_ONLY: [&str; 9] = [
         "dense_share",
         "shared_shift",
         "shared_pool_inputs",
         "shared_refresh",
+        "shared_rescore",
         "min_gradient",
         "exact_picks",
         "warmup_random",
@@ -92,7 +93,8 @@ impl LshConfig {
     /// `bucket_capacity`, `policy`, `sampling`, `log_q`, `shared_negatives`,
     /// `center_queries`, then, each only when not its default so that checkpoints from
     /// before it existed keep their identity, `shared_pool` (if above `shared_negatives`),
-    /// `shared_shift`, `shared_pool_inputs`, `shared_refresh`, `min_gradient`, `dense_share`, `exact_picks` and the
+    /// `shared_shift`, `shared_pool_inputs`, `shared_refresh`, `shared_rescore`,
+    /// `min_gradient`, `dense_share`, `exact_picks` and the
     /// warm-up's `warmup_random`
     /// and `warmup_steps`. A new setting a resume must compare is put here (and in
     /// [`TRAINING_ONLY`](Self::TRAINING_ONLY) if it only shapes training).
@@ -127,6 +129,9 @@ impl LshConfig {
         }
         if self.negatives.shared_refresh != DEFAULT_SHARED_REFRESH {
             put("shared_refresh", self.negatives.shared_refresh.to_string());
+        }
+        if self.negatives.shared_rescore != DEFAULT_SHARED_RESCORE {
+            put("shared_rescore", self.negatives.shared_rescore.to_string());
         }
         if self.negatives.min_gradient != 0.0 {
             put("min_gradient", self.negatives.min_gradient.to_string());

@@ -164,7 +164,8 @@ impl Network {
     /// just trained on (its shared negatives and its query center, see
     /// [`LshConfig`](crate::LshConfig)) when a rebuild follows or its
     /// [`shared_refresh`](crate::Negatives::shared_refresh) period has passed; the output
-    /// layer's shared negatives are re-ranked instead otherwise.
+    /// layer's shared negatives are re-ranked instead otherwise, every
+    /// [`shared_rescore`](crate::Negatives::shared_rescore) steps.
     fn refresh_mean_inputs(
         &mut self,
         ws: &mut Workspace,
@@ -181,7 +182,7 @@ impl Network {
             if rebuild || layer.mean_input_due(step) {
                 self.batch_mean_input(ws, data, batch, l);
                 self.layer_mut(l).refresh_mean_input(&ws.mean);
-            } else if l == last {
+            } else if l == last && layer.rescore_due(step) {
                 self.rescore_shared_negatives(ws, data, batch);
             }
         }

@@ -31,6 +31,7 @@ fn everything_set() -> LshConfig {
             shared_pool: 16,
             shared_pool_inputs: 3,
             shared_refresh: 32,
+            shared_rescore: 4,
             min_gradient: 0.001,
         },
         warmup: Some(Warmup {
@@ -85,6 +86,7 @@ fn describe_keeps_the_names_and_values_checkpoints_recorded() {
             "shared_shift=0.5",
             "shared_pool_inputs=3",
             "shared_refresh=32",
+            "shared_rescore=4",
             "min_gradient=0.001",
             "dense_share=0.75",
             "warmup_random=8",
@@ -138,6 +140,16 @@ fn each_concepts_check_refuses_through_the_config() {
             "dense_share must be in (0, 1]",
         );
     }
+    refused(
+        LshConfig {
+            negatives: Negatives {
+                shared_rescore: 0,
+                ..lsh.negatives
+            },
+            ..lsh
+        },
+        "shared_rescore must be at least 1 step",
+    );
     for min_gradient in [-0.001, 1.0, f32::NAN] {
         refused(
             LshConfig {

@@ -33,7 +33,8 @@ CSV: one row per system run, plus for slide one per evaluated epoch. Columns:
   nDCG/PSP/PSnDCG where its metrics file has them, empty otherwise). Where both exist the
   script prints both and warns when slide's last epoch and its predictions differ by more
   than 1e-4 on any metric.
-  train_seconds: as each system reports its training. slide: cumulative training seconds of
+  train_seconds: as each system reports its training, to the millisecond (to 10 ms up to
+  xmc-2026-12-07f.csv, where Bibtex's bars were decided at that grain). slide: cumulative training seconds of
   the epochs, the files' reading and the evaluations excluded. omikuji: `train_on_data`,
   its own parsing of the file included. pecos: the label embeddings, the indexer and the
   training, after the file was read into matrices. napkinxc: `fit`, after the same reading.
@@ -541,7 +542,7 @@ def run_slide(a, folder, config, sizes, work, common, scoring):
         figures = {key: r.get(key) for key in METRICS}
         rows.append(dict(common, kernels=kernels, system='slide', setting=setting,
                          epoch=r['epoch'], source='metrics.jsonl',
-                         train_seconds=round(r['train_seconds'], 2), wall_seconds='',
+                         train_seconds=round(r["train_seconds"], 3), wall_seconds='',
                          **rounded(figures),
                          predict_samples_per_s=round(common['test_samples'] / r['eval_seconds']),
                          peak_rss_mib=round(rss)))
@@ -584,7 +585,7 @@ def run_slide(a, folder, config, sizes, work, common, scoring):
                   f'{", ".join(apart)}', flush=True)
     rows.append(dict(common, kernels=kernels, system='slide', setting=setting, epoch='',
                      source='predictions',
-                     train_seconds=round(train_seconds, 2) if records else '',
+                     train_seconds=round(train_seconds, 3) if records else '',
                      wall_seconds=round(wall + predict_wall, 2), **rounded(figures),
                      predict_samples_per_s=found.group(1) if found else '',
                      peak_rss_mib=round(max(rss, predict_rss))))
@@ -630,7 +631,7 @@ def run_peer(a, folder, system, work, common, scoring, trees=None):
           f"{timings['train_seconds']:.1f} s, {wall:.1f} s wall, peak RSS {rss:.0f} MiB",
           flush=True)
     return dict(common, kernels='', system=system, setting=setting, epoch='',
-                source='predictions', train_seconds=round(timings['train_seconds'], 2),
+                source='predictions', train_seconds=round(timings["train_seconds"], 3),
                 wall_seconds=round(wall, 2), **rounded(figures),
                 predict_samples_per_s=round(timings['test_samples'] /
                                             max(timings['predict_seconds'], 1e-9)),

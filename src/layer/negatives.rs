@@ -1,8 +1,8 @@
 //! The negatives a sampled output layer trains against beside its tables' picks, and how
 //! their logits are corrected ([`Negatives`]): the log-Q correction and the shared
-//! negatives (their number, share of the shift, pool, refresh and re-ranking periods); their defaults,
-//! checks, part of a config file's `[network.layers.lsh]` (flat keys, each with its
-//! default) and share on one rank of a sharded layer. One of the concepts a layer's LSH
+//! negatives (their number, share of the shift, pool, refresh and re-ranking periods);
+//! their defaults, checks, part of a config file's `[network.layers.lsh]` (flat keys, each
+//! with its default) and share on one rank of a sharded layer. One of the concepts a layer's LSH
 //! settings are made of; it knows nothing of them.
 
 use crate::error::Result;

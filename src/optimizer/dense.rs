@@ -143,6 +143,17 @@ mod tests {
         (layer(inputs, outputs, WeightLayout::NeuronMajor), x, traces)
     }
 
+    /// Each sample's dense input beside its trace.
+    fn dense_inputs<'a>(
+        x: &'a [Vec<f32>],
+        traces: &'a [LayerTrace],
+    ) -> Vec<(Vector<'a>, &'a LayerTrace)> {
+        x.iter()
+            .zip(traces)
+            .map(|(x, t)| (Vector::Dense(x), t))
+            .collect()
+    }
+
     fn grouped(l: &SparseLayer, batch: &[(Vector<'_>, &LayerTrace)]) -> UpdateScratch {
         let mut scratch = UpdateScratch::default();
         scratch.group_rows(l, batch);
@@ -156,11 +167,7 @@ mod tests {
     #[test]
     fn a_full_grid_takes_the_product_and_matches_the_row_sums() {
         let (l, x, traces) = parts(true);
-        let batch: Vec<_> = x
-            .iter()
-            .zip(&traces)
-            .map(|(x, t)| (Vector::Dense(x), t))
-            .collect();
+        let batch = dense_inputs(&x, &traces);
         let scratch = grouped(&l, &batch);
         assert_eq!(scratch.touched.len(), 70);
         let mut sums = vec![0.0; 40];
@@ -195,19 +202,11 @@ mod tests {
     #[test]
     fn a_sparse_grid_or_input_keeps_the_row_sums() {
         let (l, x, traces) = parts(false);
-        let batch: Vec<_> = x
-            .iter()
-            .zip(&traces)
-            .map(|(x, t)| (Vector::Dense(x), t))
-            .collect();
+        let batch = dense_inputs(&x, &traces);
         assert!(grouped(&l, &batch).dense.row(0, 40).is_none());
         let (l, x, traces) = parts(true);
         let (indices, values) = ([0u32, 5], [1.0f32, 2.0]);
-        let mut batch: Vec<_> = x
-            .iter()
-            .zip(&traces)
-            .map(|(x, t)| (Vector::Dense(x), t))
-            .collect();
+        let mut batch = dense_inputs(&x, &traces);
         batch[0].0 = Vector::Sparse {
             indices: &indices,
             values: &values,

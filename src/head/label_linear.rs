@@ -161,28 +161,36 @@ impl LabelLinearHead {
     /// [`Self::gradients`] then [`Self::apply`] would do it, from the sample's nonzero
     /// feature values `x` and the slots [`Self::slots`] gave for it (the slots can be
     /// computed, and their lines fetched, ahead of time: a sample's reads are a few
-    /// thousand scattered floats). `updates` is scratch. Returns the sum of the squared
-    /// hinge losses before the step.
+    /// thousand scattered floats). The lines of the slots `ahead` (the next sample's) are
+    /// asked for a part at a time, one part with each output of the shortlist: asked for
+    /// all at once, the requests wait on each other rather than on this sample's work.
+    /// `updates` is scratch. Returns the sum of the squared hinge losses before the step.
     pub(crate) fn train_sample(
         &mut self,
-        x: &[f32],
+        (x, slots): (&[f32], &[u32]),
         shortlist: &[u32],
         labels: &[u32],
-        slots: &[u32],
         lr: f32,
         updates: &mut Vec<LinearUpdate>,
+        ahead: &[u32],
     ) -> f32 {
         let norm2: f32 = x.iter().map(|v| v * v).sum();
         if norm2 == 0.0 {
+            self.prefetch(ahead);
             return 0.0;
         }
         updates.clear();
         let mut loss = 0.0;
+        let part = ahead.len().div_ceil(shortlist.len().max(1)).max(1);
+        let mut ahead = ahead.chunks(part);
         for (k, (&id, slots)) in shortlist
             .iter()
             .zip(slots.chunks_exact(x.len()))
             .enumerate()
         {
+            if let Some(part) = ahead.next() {
+                self.prefetch(part);
+            }
             let score: f32 = x
                 .iter()
                 .zip(slots)
@@ -280,7 +288,8 @@ impl Head for LabelLinearHead {
         let lr = self.rate(rate);
         let scratch = scratch.get::<Scratch>();
         let mut loss = 0.0f64;
-        // Each sample's slots are computed and their lines fetched one sample ahead.
+        // Each sample's slots are computed one sample ahead, and their lines fetched while
+        // the sample before trains.
         let (mut x, mut slots) = (
             std::mem::take(&mut scratch.x),
             std::mem::take(&mut scratch.slots),
@@ -294,17 +303,17 @@ impl Head for LabelLinearHead {
                 let next = batch.sample(i + 1);
                 let (next_x, next_slots) = (&mut scratch.next_x, &mut scratch.next_slots);
                 self.slots(next.input, next.shortlist, next_x, next_slots);
-                self.prefetch(&scratch.next_slots);
+            } else {
+                scratch.next_slots.clear();
             }
             let sample = batch.sample(i);
-            let updates = &mut scratch.updates;
             loss += f64::from(self.train_sample(
-                &x,
+                (&x, &slots),
                 sample.shortlist,
                 sample.labels,
-                &slots,
                 lr,
-                updates,
+                &mut scratch.updates,
+                &scratch.next_slots,
             ));
             std::mem::swap(&mut x, &mut scratch.next_x);
             std::mem::swap(&mut slots, &mut scratch.next_slots);

@@ -49,7 +49,8 @@ pub struct Workspace {
     pub(crate) batch_len: usize,
     /// Per thread, one select scratch per layer.
     pub(crate) threads: Vec<Mutex<Vec<SelectScratch>>>,
-    pub(crate) update: UpdateScratch,
+    /// Per layer, the update's grouping (the layers update side by side).
+    pub(crate) update: Vec<UpdateScratch>,
     /// The heads' training buffers.
     pub(crate) heads: crate::head::HeadScratch,
     /// The output layer's pre-activations of a training batch computed in one product
@@ -85,6 +86,10 @@ impl Workspace {
         while self.threads.len() < threads {
             let scratch = net.layers().iter().map(|l| l.select_scratch()).collect();
             self.threads.push(Mutex::new(scratch));
+        }
+        if self.update.len() < net.layers().len() {
+            self.update
+                .resize_with(net.layers().len(), Default::default);
         }
         if self.states.len() < samples {
             self.states.resize_with(samples, Default::default);

@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use rayon::prelude::*;
+
 use crate::data::Examples;
 use crate::error::Result;
 use crate::head::{HeadBatch, HeadSample};
@@ -58,30 +60,32 @@ impl Network {
         adam.set_steps(earlier + taken);
         let adam = &*adam;
         let states = &ws.states[..ws.batch_len];
-        let (update, head_scratch) = (&mut ws.update, &mut ws.heads);
+        let (update, head_scratch) = (&mut ws.update[..layers.len()], &mut ws.heads);
         let sample = |i: usize| head_sample(&states[i], data, batch[i]);
         let head_batch = HeadBatch {
             len: batch.len(),
             sample: &sample,
         };
-        // The heads learn on one thread beside the layers' updates (disjoint state, each
-        // deterministic on its own): the other threads update rows meanwhile, and the
-        // heads' thread joins them when it is done.
-        let (rows_touched, macs) = (&mut stats.rows_touched, &mut stats.multiply_adds);
+        // The heads learn on one thread beside the layers' updates, and the layers update
+        // side by side (disjoint state, each deterministic on its own): one layer's serial
+        // grouping runs while the other threads update another's rows, and the heads'
+        // thread joins them when it is done.
         let heads_time = &mut stats.times.heads;
         rayon::join(
             || {
-                for (l, layer) in layers.iter_mut().enumerate() {
-                    let view = NetworkBatch {
-                        states,
-                        layer: l,
-                        data,
-                        batch,
-                    };
-                    let counts = layer.apply_update(&view, scale, adam, update);
-                    rows_touched.push(counts.rows);
-                    *macs += counts.multiply_adds;
-                }
+                layers
+                    .par_iter_mut()
+                    .zip(update.par_iter_mut())
+                    .enumerate()
+                    .for_each(|(l, (layer, update))| {
+                        let view = NetworkBatch {
+                            states,
+                            layer: l,
+                            data,
+                            batch,
+                        };
+                        update.counts = layer.apply_update(&view, scale, adam, update);
+                    });
             },
             || {
                 if heads.learn() {
@@ -92,6 +96,10 @@ impl Network {
             },
         );
         stats.times.update = started.elapsed();
+        for update in &ws.update[..self.layers().len()] {
+            stats.rows_touched.push(update.counts.rows);
+            stats.multiply_adds += update.counts.multiply_adds;
+        }
         let rebuild = self.advance_step();
         let started = Instant::now();
         self.refresh_mean_inputs(ws, data, batch, rebuild);
@@ -140,6 +148,10 @@ impl Network {
         let loss = self.heads.train(&head_batch, &mut ws.heads, rate);
         stats.loss = loss / batch.len() as f64;
         stats.times.update = started.elapsed();
+        for update in &ws.update[..self.layers().len()] {
+            stats.rows_touched.push(update.counts.rows);
+            stats.multiply_adds += update.counts.multiply_adds;
+        }
         stats.times.heads = stats.times.update;
         self.schedule.step += 1;
         Ok(stats)
@@ -248,7 +260,7 @@ impl Network {
                 data,
                 batch,
             };
-            result.push(layer.batch_gradients(&view, scale, &mut ws.update));
+            result.push(layer.batch_gradients(&view, scale, &mut ws.update[l]));
         }
         Ok(result)
     }

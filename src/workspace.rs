@@ -10,7 +10,7 @@ use crate::data::Examples;
 use crate::input::SampleInput;
 use crate::layer::{LayerBatch, LayerTrace, SelectScratch};
 use crate::network::Network;
-use crate::optimizer::UpdateScratch;
+use crate::optimizer::{UpdateCounts, UpdateScratch};
 use crate::stats::PhaseTimes;
 
 /// What one sample of a batch left behind.
@@ -49,8 +49,9 @@ pub struct Workspace {
     pub(crate) batch_len: usize,
     /// Per thread, one select scratch per layer.
     pub(crate) threads: Vec<Mutex<Vec<SelectScratch>>>,
-    /// Per layer, the update's grouping (the layers update side by side).
-    pub(crate) update: Vec<UpdateScratch>,
+    /// Per layer, the update's grouping (the layers update side by side), and what the
+    /// layer's latest update did.
+    pub(crate) update: Vec<(UpdateScratch, UpdateCounts)>,
     /// The heads' training buffers.
     pub(crate) heads: crate::head::HeadScratch,
     /// The output layer's pre-activations of a training batch computed in one product

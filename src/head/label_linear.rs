@@ -159,12 +159,11 @@ impl LabelLinearHead {
 
     /// One training sample's SGD on its `shortlist` (with its `labels` among them), as
     /// [`Self::gradients`] then [`Self::apply`] would do it, from the sample's nonzero
-    /// feature values `x` and the slots [`Self::slots`] gave for it (the slots can be
-    /// computed, and their lines fetched, ahead of time: a sample's reads are a few
-    /// thousand scattered floats). The lines of the slots `ahead` (the next sample's) are
-    /// asked for a part at a time, one part with each output of the shortlist: asked for
-    /// all at once, the requests wait on each other rather than on this sample's work.
-    /// `updates` is scratch. Returns the sum of the squared hinge losses before the step.
+    /// feature values `x` and the slots [`Self::slots`] gave for it, while the lines of the
+    /// slots `ahead` (the next sample's few thousand scattered floats) are asked for, a
+    /// part with each shortlisted output (all at once, they waited on each other rather
+    /// than on this sample's work). `updates` is scratch. Returns the sum of the squared
+    /// hinge losses before the step.
     pub(crate) fn train_sample(
         &mut self,
         (x, slots): (&[f32], &[u32]),
@@ -288,8 +287,7 @@ impl Head for LabelLinearHead {
         let lr = self.rate(rate);
         let scratch = scratch.get::<Scratch>();
         let mut loss = 0.0f64;
-        // Each sample's slots are computed one sample ahead, and their lines fetched while
-        // the sample before trains.
+        // Each sample's slots are computed, and their lines fetched, as the one before trains.
         let (mut x, mut slots) = (
             std::mem::take(&mut scratch.x),
             std::mem::take(&mut scratch.slots),

@@ -9,7 +9,6 @@ use slide_lsh::Vector;
 use crate::kernels::kernels;
 use crate::layer::{LayerBatch, SparseLayer, WeightLayout};
 
-use super::UpdateCounts;
 use super::dense::DenseGradient;
 use super::radix::sort_by_row;
 
@@ -46,8 +45,6 @@ pub struct UpdateScratch {
     pub(super) gradient_rows: Vec<GradientRow>,
     /// The touched rows' gradients when computed as one matrix product.
     pub(super) dense: DenseGradient,
-    /// What the layer's latest update did (left for the caller to read after it).
-    pub(crate) counts: UpdateCounts,
 }
 
 impl UpdateScratch {

@@ -77,14 +77,14 @@ impl Network {
                     .par_iter_mut()
                     .zip(update.par_iter_mut())
                     .enumerate()
-                    .for_each(|(l, (layer, update))| {
+                    .for_each(|(l, (layer, (update, counts)))| {
                         let view = NetworkBatch {
                             states,
                             layer: l,
                             data,
                             batch,
                         };
-                        update.counts = layer.apply_update(&view, scale, adam, update);
+                        *counts = layer.apply_update(&view, scale, adam, update);
                     });
             },
             || {
@@ -96,9 +96,9 @@ impl Network {
             },
         );
         stats.times.update = started.elapsed();
-        for update in &ws.update[..self.layers().len()] {
-            stats.rows_touched.push(update.counts.rows);
-            stats.multiply_adds += update.counts.multiply_adds;
+        for (_, counts) in &ws.update[..self.layers().len()] {
+            stats.rows_touched.push(counts.rows);
+            stats.multiply_adds += counts.multiply_adds;
         }
         let rebuild = self.advance_step();
         let started = Instant::now();
@@ -148,9 +148,9 @@ impl Network {
         let loss = self.heads.train(&head_batch, &mut ws.heads, rate);
         stats.loss = loss / batch.len() as f64;
         stats.times.update = started.elapsed();
-        for update in &ws.update[..self.layers().len()] {
-            stats.rows_touched.push(update.counts.rows);
-            stats.multiply_adds += update.counts.multiply_adds;
+        for (_, counts) in &ws.update[..self.layers().len()] {
+            stats.rows_touched.push(counts.rows);
+            stats.multiply_adds += counts.multiply_adds;
         }
         stats.times.heads = stats.times.update;
         self.schedule.step += 1;
@@ -260,7 +260,7 @@ impl Network {
                 data,
                 batch,
             };
-            result.push(layer.batch_gradients(&view, scale, &mut ws.update[l]));
+            result.push(layer.batch_gradients(&view, scale, &mut ws.update[l].0));
         }
         Ok(result)
     }

@@ -148,10 +148,6 @@ impl Network {
         let loss = self.heads.train(&head_batch, &mut ws.heads, rate);
         stats.loss = loss / batch.len() as f64;
         stats.times.update = started.elapsed();
-        for (_, counts) in &ws.update[..self.layers().len()] {
-            stats.rows_touched.push(counts.rows);
-            stats.multiply_adds += counts.multiply_adds;
-        }
         stats.times.heads = stats.times.update;
         self.schedule.step += 1;
         Ok(stats)

@@ -139,6 +139,15 @@ impl NetworkConfig {
                 "softmax and sigmoid are only for the output layer",
             ));
         }
+        if let Some(i) = self.layers[..self.layers.len() - 1]
+            .iter()
+            .position(|l| matches!(l.init, crate::Init::Centroids { .. }))
+        {
+            return Err(config_error(
+                format!("layers[{i}]"),
+                "init = { centroids = ... } is for the output layer: its rows are labels",
+            ));
+        }
         if last.activation == Activation::Sigmoid && last.lsh.is_some_and(|l| l.negatives.log_q) {
             return Err(config_error(
                 output,

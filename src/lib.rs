@@ -82,6 +82,7 @@ pub mod rows;
 pub mod stats;
 pub mod step;
 mod top;
+mod warm_start;
 pub mod workspace;
 
 pub use config::{NetworkConfig, RebuildSchedule};

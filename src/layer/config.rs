@@ -89,8 +89,9 @@ pub enum WeightLayout {
 }
 
 /// How a layer's weights are drawn at construction (biases start at zero). In TOML (the
-/// `serde` feature): `init = "glorot"`, `"fan-in"`, `{ uniform = { bound = 0.003 } }` or
-/// `{ normal = { std = 1.0 } }`.
+/// `serde` feature): `init = "glorot"`, `"fan-in"`, `{ uniform = { bound = 0.003 } }`,
+/// `{ normal = { std = 1.0 } }` or, on the output layer, `{ centroids = { norm = 3.0,
+/// shrink = 3.0 } }`.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[cfg_attr(
     feature = "serde",
@@ -115,21 +116,43 @@ pub enum Init {
         /// Standard deviation.
         std: f32,
     },
+    /// The output layer only: each label's row starts at the mean of its training samples'
+    /// inputs to the layer (the last hidden layer's unit-length outputs under the initial
+    /// weights), less that mean's part along the mean of all samples, scaled to
+    /// `norm * n / (n + shrink)` for a label of `n` samples: the network's first ranking is
+    /// a nearest-centroid classifier's, and its tables pick by it from the first step.
+    /// [`Network::warm_start`](crate::Network::warm_start) sets the rows from the training
+    /// data (`slide-train` calls it before a new run's first step); until then, and for a
+    /// label without training samples, the rows are Glorot's.
+    Centroids {
+        /// The row length of a label with many samples (positive).
+        norm: f32,
+        /// The sample count at which a label's row is half as long (0 or more): a rare
+        /// label's centroid is noise and starts short.
+        shrink: f32,
+    },
 }
 
 impl Init {
     pub(crate) fn validate(&self) -> std::result::Result<(), String> {
         match *self {
-            Init::Uniform { bound: x } | Init::Normal { std: x } if !(x.is_finite() && x > 0.0) => {
+            Init::Uniform { bound: x }
+            | Init::Normal { std: x }
+            | Init::Centroids { norm: x, .. }
+                if !(x.is_finite() && x > 0.0) =>
+            {
                 Err(format!("the init scale must be a positive number, got {x}"))
             }
+            Init::Centroids { shrink, .. } if !(shrink.is_finite() && shrink >= 0.0) => Err(
+                format!("centroids' shrink must be a number of samples, 0 or more, got {shrink}"),
+            ),
             _ => Ok(()),
         }
     }
 
     pub(crate) fn draw(&self, in_dim: usize, out_dim: usize, rng: &mut Xoshiro256PlusPlus) -> f32 {
         match *self {
-            Init::Glorot => {
+            Init::Glorot | Init::Centroids { .. } => {
                 let a = (6.0 / (in_dim + out_dim) as f64).sqrt() as f32;
                 rng.random_range(-a..a)
             }

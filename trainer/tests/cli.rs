@@ -76,6 +76,32 @@ fn xmc_text_data_trains_to_a_high_precision() {
     );
 }
 
+/// `init = { centroids = ... }` on the output layer: a new run starts from its labels'
+/// centroids, so one step at a negligible rate already ranks far above the default start.
+#[test]
+fn a_new_run_starts_from_label_centroids() {
+    let dir = scratch("centroids");
+    let config = xmc_config(&dir);
+    let p1 = |name: &str, init: &str| {
+        let out = dir.join(name);
+        let mut args = vec!["--config", config.to_str().unwrap(), "--quiet"];
+        for set in ["train.max_steps=1", "train.lr=0.000001", init] {
+            args.extend(["--set", set]);
+        }
+        args.extend(["--out", out.to_str().unwrap()]);
+        final_metric(&succeeded(&slide_train(&args)), "P@1")
+    };
+    let warm = p1(
+        "warm",
+        "network.layers.1.init={centroids={norm=3.0,shrink=3.0}}",
+    );
+    let cold = p1("cold", "network.layers.1.init=\"glorot\"");
+    assert!(
+        warm > 0.5 && cold < 0.2,
+        "P@1 after one step: {warm} warm, {cold} cold"
+    );
+}
+
 /// One quiet epoch of the XMC config in `dir` with `sets` (`section.key=value`) into
 /// `dir/out`: the config's path, the output folder and the run's stdout (it succeeded).
 fn one_epoch(dir: &Path, sets: &[&str]) -> (PathBuf, PathBuf, String) {
@@ -367,6 +393,10 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
         // The learning rate follows the step, so a resumed run takes the same rates.
         "--set",
         "train.lr_schedule=\"cosine\"",
+        // A new run's output rows start at their labels' centroids; a resumed one keeps
+        // the checkpoint's.
+        "--set",
+        "network.layers.1.init={centroids={norm=3.0,shrink=3.0}}",
     ];
     let run = |extra: &[&str]| {
         let mut args: Vec<&str> = common.to_vec();

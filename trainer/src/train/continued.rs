@@ -33,25 +33,31 @@ pub enum Start<'a> {
 
 /// The data and network of a run that starts at `start` (see [`prepare_loaded`]): with
 /// [`Start::InitFrom`], the checkpoint's header checked against the data first, and the
-/// network continued from the checkpoint (`say`: print what grew).
+/// network continued from the checkpoint (`say`: print what grew). Beside them, the first
+/// output whose row nothing has trained yet: 0 for a new network, the first new label of a
+/// grown one, none for a resumed run (a [`slide::Network::warm_start`] sets rows from it on).
 pub(super) fn prepare(
     config: &Config,
     (mut loaded, started): (Loaded, std::time::Instant),
     start: Start<'_>,
     (log, say): (Log, bool),
     comm: Arc<dyn Communicator>,
-) -> Result<Prepared, Failure> {
+) -> Result<(Prepared, Option<usize>), Failure> {
     let plan = match start {
         Start::InitFrom(path) => Some(plan(path, &mut loaded, comm.size())?),
         _ => None,
     };
     let restoring = start != Start::New;
     let mut prepared = prepare_loaded(config, (loaded, started), restoring, log, comm)?;
-    if let Some(plan) = plan {
-        let samples = prepared.loaded.train.examples().len();
-        apply(plan, config, samples, &mut prepared.net, say)?;
-    }
-    Ok(prepared)
+    let untrained = match (plan, start) {
+        (Some(plan), _) => {
+            let samples = prepared.loaded.train.examples().len();
+            Some(apply(plan, config, samples, &mut prepared.net, say)?)
+        }
+        (None, Start::New) => Some(0),
+        (None, _) => None,
+    };
+    Ok((prepared, untrained))
 }
 
 /// What a continued run takes from its checkpoint's header before its network is built.
@@ -108,14 +114,15 @@ fn plan<'a>(path: &'a Path, loaded: &mut Loaded, ranks: usize) -> Result<Plan<'a
 
 /// Loads the checkpoint into a network of the trained model's shape (`config`'s network
 /// with the checkpoint's input and label counts: a checkpoint of another architecture is
-/// refused, naming the settings that differ) and continues `net` from it.
+/// refused, naming the settings that differ) and continues `net` from it; returns the
+/// first new label.
 fn apply(
     plan: Plan<'_>,
     config: &Config,
     train_samples: usize,
     net: &mut Network,
     say: bool,
-) -> Result<(), Failure> {
+) -> Result<usize, Failure> {
     let trained_config = config
         .with_output_size(plan.labels)
         .map_err(|e| Failure::Input(anyhow!("--init-from {}: {e:#}", plan.path.display())))?
@@ -145,5 +152,5 @@ fn apply(
             continued.earlier_steps
         );
     }
-    Ok(())
+    Ok(continued.outputs_before)
 }

@@ -24,7 +24,7 @@ mod steps;
 pub use metrics::peak_resident_mib;
 use prepare::{Log, Prepared};
 use ranks::{newest_in, rank_folder, ranks_checkpoints};
-use report::Reporter;
+use report::{Reporter, summary};
 use saver::Saver;
 use steps::{Rate, shuffle, train_step};
 
@@ -95,11 +95,14 @@ pub fn train(
     } else {
         Log::Stdout
     };
-    let Prepared {
-        loaded,
-        mut net,
-        identity,
-    } = continued::prepare(
+    let (
+        Prepared {
+            loaded,
+            mut net,
+            identity,
+        },
+        untrained,
+    ) = continued::prepare(
         config,
         (loaded, started),
         start,
@@ -157,6 +160,7 @@ pub fn train(
     run.schedule_steps = schedule_steps;
     run.head_steps = head_steps;
     run.propensities = propensities.as_ref();
+    run.untrained = untrained;
     let (finished_at, interrupted) = run.epochs(start, interrupt)?;
     let Loop {
         net,
@@ -212,6 +216,8 @@ struct Loop<'a> {
     head_steps: u64,
     /// A metrics record at least every this many steps.
     report_every: u64,
+    /// The first output whose row nothing has trained (see `continued::prepare`).
+    untrained: Option<usize>,
     /// Whether some layer samples by LSH (recall is probed), and whether the output layer
     /// does (an LSH-mode P@1 is reported beside the exact one).
     sampled: bool,
@@ -245,6 +251,7 @@ impl<'a> Loop<'a> {
             schedule_steps: 0,
             head_steps: 0,
             report_every: (config.train.steps_per_epoch(train.len()) / 10).max(1),
+            untrained: None,
             sampled,
             output_sampled,
         }
@@ -257,6 +264,14 @@ impl<'a> Loop<'a> {
         start: Position,
         interrupt: &AtomicUsize,
     ) -> Result<((usize, usize), Option<Failure>), Failure> {
+        // Untrained output rows (a new network's, a grown one's new labels) start at their
+        // labels' centroids where the config says so (`init = { centroids = ... }`), within
+        // the training time.
+        if let Some(first) = self.untrained {
+            let (net, ws) = (&mut self.net, &mut self.ws);
+            net.warm_start(ws, self.train, first)
+                .map_err(|e| Failure::Training(e.into()))?;
+        }
         let t = &self.config.train;
         let mut order: Vec<usize> = (0..self.train.len()).collect();
         let mut finished_at = (start.epoch, start.batch);
@@ -416,34 +431,4 @@ fn resumed(
         start.epoch
     );
     Ok(start)
-}
-
-/// The run's last line: steps, samples, time with and without evaluations, checkpoints,
-/// peak memory and the last evaluation (none said when there was none).
-fn summary(
-    net: &Network,
-    report: &Reporter,
-    saver: &Saver,
-    eval: Option<&EvalStats>,
-    multi_label: bool,
-) {
-    let seconds = report.seconds();
-    let (samples, training) = (report.samples, seconds - report.outside_training);
-    let test = match eval {
-        Some(e) => format!(
-            "test {}",
-            crate::evaluate::metrics_text(&e.metrics, multi_label, ", ")
-        ),
-        None => "no evaluation".to_string(),
-    };
-    let peak = peak_resident_mib().map_or("unknown here".into(), |m| format!("{m:.0} MiB"));
-    println!(
-        "done: {} steps, {samples} samples in {seconds:.1} s ({:.0} samples/s; training alone {training:.1} s, {:.0} samples/s); {} checkpoints in {:.1} s; peak RSS {peak}; {test}; metrics in {}",
-        net.step(),
-        samples as f64 / seconds.max(1e-9),
-        samples as f64 / training.max(1e-9),
-        saver.count,
-        saver.seconds,
-        report.path().display()
-    );
 }

@@ -218,3 +218,34 @@ impl Reporter {
         }
     }
 }
+
+/// The run's last line: steps, samples, time with and without evaluations, checkpoints,
+/// peak memory and the last evaluation (none said when there was none).
+pub(super) fn summary(
+    net: &Network,
+    report: &Reporter,
+    saver: &super::saver::Saver,
+    eval: Option<&EvalStats>,
+    multi_label: bool,
+) {
+    let seconds = report.seconds();
+    let (samples, training) = (report.samples, seconds - report.outside_training);
+    let test = match eval {
+        Some(e) => format!(
+            "test {}",
+            crate::evaluate::metrics_text(&e.metrics, multi_label, ", ")
+        ),
+        None => "no evaluation".to_string(),
+    };
+    let peak = super::metrics::peak_resident_mib()
+        .map_or("unknown here".into(), |m| format!("{m:.0} MiB"));
+    println!(
+        "done: {} steps, {samples} samples in {seconds:.1} s ({:.0} samples/s; training alone {training:.1} s, {:.0} samples/s); {} checkpoints in {:.1} s; peak RSS {peak}; {test}; metrics in {}",
+        net.step(),
+        samples as f64 / seconds.max(1e-9),
+        samples as f64 / training.max(1e-9),
+        saver.count,
+        saver.seconds,
+        report.path().display()
+    );
+}

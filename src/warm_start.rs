@@ -2,6 +2,8 @@
 //! warm start of the layer and of its LSH tables from the training data, before the first
 //! step.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use crate::data::Examples;
@@ -35,12 +37,13 @@ impl Network {
         if data.is_empty() {
             return Ok(false);
         }
-        let (sums, counts, mean) = self.centroid_sums(ws, data)?;
+        // This process's labels from `first` on, as rows of its part of the layer.
+        let outputs = self.output_range();
+        let rows = first.clamp(outputs.start, outputs.end) - outputs.start..outputs.len();
+        let (sums, counts, mean) = self.centroid_sums(ws, data, rows.clone())?;
         let dim = self.layers()[last].in_dim();
-        let skip = first.saturating_sub(self.output_range().start);
         let layer = self.layer_mut(last);
-        let rows = sums.chunks_exact(dim).zip(&counts).enumerate().skip(skip);
-        for (label, (sum, &n)) in rows {
+        for (row, (sum, &n)) in rows.zip(sums.chunks_exact(dim).zip(&counts)) {
             let length = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
             if n == 0 || length == 0.0 {
                 continue;
@@ -48,26 +51,27 @@ impl Network {
             let along = sum.iter().zip(&mean).map(|(x, m)| x * m).sum::<f32>() / length;
             let scale = norm * n as f32 / (n as f32 + shrink);
             for (input, (&x, &m)) in sum.iter().zip(&mean).enumerate() {
-                layer.set_weight(label, input, scale * (x / length - along * m));
+                layer.set_weight(row, input, scale * (x / length - along * m));
             }
         }
         self.rebuild_tables()?;
         Ok(true)
     }
 
-    /// For each of this process's labels, the sum of its samples' unit-length inputs to the
-    /// output layer and their count; and the unit-length mean of every sample's (zero when
-    /// all are zero).
+    /// For each of the output layer's `rows` (this process's part of it), the sum of its
+    /// label's samples' unit-length inputs to the layer and their count; and the unit-length
+    /// mean of every sample's (zero when all are zero).
     fn centroid_sums(
         &self,
         ws: &mut Workspace,
         data: &dyn Examples,
+        rows: Range<usize>,
     ) -> Result<(Vec<f32>, Vec<u32>, Vec<f32>)> {
         let last = self.layers().len() - 1;
         let dim = self.layers()[last].in_dim();
-        let outputs = self.output_range();
-        let mut sums = vec![0.0f32; outputs.len() * dim];
-        let mut counts = vec![0u32; outputs.len()];
+        let labels = self.output_range().start + rows.start..self.output_range().start + rows.end;
+        let mut sums = vec![0.0f32; rows.len() * dim];
+        let mut counts = vec![0u32; rows.len()];
         let mut mean = vec![0.0f32; dim];
         let mut units = Vec::new();
         let order: Vec<usize> = (0..data.len()).collect();
@@ -93,10 +97,8 @@ impl Network {
                 }
                 mean.iter_mut().zip(unit).for_each(|(m, x)| *m += x);
                 for &label in data.labels(sample) {
-                    let Some(at) = (label as usize).checked_sub(outputs.start) else {
-                        continue;
-                    };
-                    if at < counts.len() {
+                    if labels.contains(&(label as usize)) {
+                        let at = label as usize - labels.start;
                         counts[at] += 1;
                         let sum = &mut sums[at * dim..][..dim];
                         sum.iter_mut().zip(unit).for_each(|(s, x)| *s += x);
